@@ -1,0 +1,5 @@
+"""Lightning callbacks."""
+
+from rsbench.callbacks.certify import CertifyCallback
+
+__all__ = ["CertifyCallback"]

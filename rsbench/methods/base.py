@@ -1,0 +1,168 @@
+"""``SmoothingModule``: what every training method shares (optimizer, schedule, metrics, checkpoint signature).
+
+A method subclasses it and overrides one hook, :meth:`SmoothingModule.training_loss`. Validation and test report
+clean accuracy and accuracy under one draw of noise; the noise of each validation/test batch is seeded by the batch
+index, so the noisy accuracy that selects checkpoints compares epochs on the same noise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, NamedTuple
+
+import pytorch_lightning as pl
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.optim import Optimizer
+from torch.optim.lr_scheduler import LRScheduler
+from torchmetrics.classification import MulticlassAccuracy
+
+from rsbench.archs.classifier import CheckpointMismatchError, Classifier, check_signature
+from rsbench.certify.seeding import make_generator
+from rsbench.noise import NoiseMixin, SigmaLike
+
+OptimizerFactory = Callable[[Iterable[torch.nn.Parameter]], Optimizer]
+SchedulerFactory = Callable[[Optimizer], LRScheduler]
+SIGNATURE_KEY = "rsbench"
+
+
+class Batch(NamedTuple):
+    """A training batch: images in [0,1], labels, indices into the training set, optional per-example sigma."""
+
+    x: Tensor
+    y: Tensor
+    index: Tensor
+    sigma: SigmaLike | None = None
+
+
+@dataclass
+class StepOutput:
+    """What a method's loss hook returns.
+
+    Attributes:
+        loss: the scalar to minimise.
+        logits: noisy logits to report training accuracy on (rows may be several noisy copies per image).
+        labels: the label of each row of ``logits``.
+        terms: named loss components, logged as ``train/<name>``.
+    """
+
+    loss: Tensor
+    logits: Tensor
+    labels: Tensor
+    terms: dict[str, Tensor] = field(default_factory=dict)
+
+
+class SmoothingModule(NoiseMixin, pl.LightningModule):
+    """Base LightningModule of every randomized-smoothing training method.
+
+    Args:
+        net: the base classifier ``Sequential(InputLayer, network)``.
+        sigma: the training noise level in [0,1] pixel units.
+        optimizer: a factory ``params -> Optimizer`` (a Hydra ``_partial_``).
+        scheduler: a factory ``optimizer -> LRScheduler`` stepped once per epoch, or ``None``.
+        allow_sigma_mismatch: load checkpoints trained at another sigma (fine-tuning, or certifying at a sigma
+            other than the training one on purpose) instead of refusing them.
+        eval_noise_seed: the seed of the fixed validation/test noise.
+    """
+
+    method_name: ClassVar[str] = "base"
+
+    def __init__(
+        self,
+        net: Classifier,
+        sigma: float,
+        optimizer: OptimizerFactory,
+        scheduler: SchedulerFactory | None = None,
+        allow_sigma_mismatch: bool = False,
+        eval_noise_seed: int = 0,
+    ) -> None:
+        super().__init__()
+        self.sigma = sigma
+        self.net = net
+        self.optimizer_factory = optimizer
+        self.scheduler_factory = scheduler
+        self.allow_sigma_mismatch = allow_sigma_mismatch
+        self.eval_noise_seed = eval_noise_seed
+        self.save_hyperparameters(ignore=["net", "optimizer", "scheduler"])
+        num_classes = net.num_classes
+        self.train_acc = MulticlassAccuracy(num_classes, average="micro")
+        self.val_acc_clean = MulticlassAccuracy(num_classes, average="micro")
+        self.val_acc_noisy = MulticlassAccuracy(num_classes, average="micro")
+        self.test_acc_clean = MulticlassAccuracy(num_classes, average="micro")
+        self.test_acc_noisy = MulticlassAccuracy(num_classes, average="micro")
+
+    def forward(self, x: Tensor) -> Tensor:
+        """The base classifier's logits for images in [0,1] pixel space."""
+        return self.net(x)
+
+    def training_loss(self, batch: Batch) -> StepOutput:
+        """The method's loss on one training batch: the one hook a method overrides."""
+        raise NotImplementedError(f"{type(self).__name__} must implement training_loss(batch)")
+
+    def training_step(self, batch: tuple[Tensor, ...], batch_idx: int) -> Tensor:
+        """Compute the method's loss and log ``train/loss``, ``train/acc`` (noisy), its terms and the lr."""
+        x, y, index = batch[:3]
+        out = self.training_loss(Batch(x, y, index))
+        self.train_acc(out.logits.detach(), out.labels)
+        self.log("train/loss", out.loss.detach(), on_step=True, on_epoch=True, prog_bar=True)
+        self.log("train/acc", self.train_acc, on_step=False, on_epoch=True, prog_bar=True)
+        for name, value in out.terms.items():
+            self.log(f"train/{name}", value.detach(), on_step=False, on_epoch=True)
+        self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], on_step=False, on_epoch=True)
+        return out.loss
+
+    def validation_step(self, batch: tuple[Tensor, ...], batch_idx: int) -> None:
+        """Log ``val/acc_clean``, ``val/acc_noisy`` (the checkpoint criterion) and ``val/loss`` (noisy)."""
+        self._evaluate(batch, batch_idx, "val", self.val_acc_clean, self.val_acc_noisy)
+
+    def test_step(self, batch: tuple[Tensor, ...], batch_idx: int) -> None:
+        """Log ``test/acc_clean`` and ``test/acc_noisy`` (reported only; never used to select a model)."""
+        self._evaluate(batch, batch_idx, "test", self.test_acc_clean, self.test_acc_noisy)
+
+    def _evaluate(
+        self,
+        batch: tuple[Tensor, ...],
+        batch_idx: int,
+        stage: str,
+        acc_clean: MulticlassAccuracy,
+        acc_noisy: MulticlassAccuracy,
+    ) -> None:
+        x, y = batch[0], batch[1]
+        generator = make_generator(x.device, self.eval_noise_seed, batch_idx)
+        noisy_logits = self(self.add_noise(x, generator=generator))
+        acc_clean(self(x), y)
+        acc_noisy(noisy_logits, y)
+        self.log(f"{stage}/loss", F.cross_entropy(noisy_logits, y), on_epoch=True)
+        self.log(f"{stage}/acc_clean", acc_clean, on_epoch=True)
+        self.log(f"{stage}/acc_noisy", acc_noisy, on_epoch=True, prog_bar=stage == "val")
+
+    def configure_optimizers(self) -> Any:
+        """The configured optimizer, with the scheduler stepped per epoch."""
+        optimizer = self.optimizer_factory(self.parameters())
+        if self.scheduler_factory is None:
+            return optimizer
+        scheduler = self.scheduler_factory(optimizer)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "epoch"}}
+
+    def signature(self) -> dict[str, Any]:
+        """What a checkpoint of this module must match to be loaded: architecture, classes, input layer, sigma."""
+        return {**self.net.signature(), "sigma": self.sigma}
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Store the signature (and the method) in the checkpoint."""
+        checkpoint[SIGNATURE_KEY] = {**self.signature(), "method": self.method_name}
+
+    def on_load_checkpoint(self, checkpoint: Mapping[str, Any]) -> None:
+        """Refuse a checkpoint made for another architecture, class count, input layer or (by default) sigma."""
+        saved = checkpoint.get(SIGNATURE_KEY)
+        if saved is None:
+            raise CheckpointMismatchError(
+                "the checkpoint has no rsbench signature (architecture, input layer, sigma), so it cannot be "
+                "checked against this model; only checkpoints written by rsbench can be loaded"
+            )
+        expected = self.signature()
+        if self.allow_sigma_mismatch:
+            expected.pop("sigma")
+        check_signature(saved, expected)
