@@ -2,18 +2,33 @@
 
 from __future__ import annotations
 
+import logging
+import sys
+
 import hydra
+from hydra.errors import InstantiationException
 from omegaconf import DictConfig
 
 from rsbench.allocator import reexec_with_fast_allocator
+from rsbench.errors import RsbenchError
+
+log = logging.getLogger("rsbench")
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
-    """Train and certify as ``cfg`` says; return the sweep objective."""
+    """Train and certify as ``cfg`` says; return the sweep objective.
+
+    Errors in the request (a bad value, a missing dataset, a checkpoint that does not fit) end the run with their
+    message and exit status 2, without a traceback; files already written (checkpoints, certify.tsv) are kept.
+    """
     from rsbench.run import run
 
-    return run(cfg)
+    try:
+        return run(cfg)
+    except (RsbenchError, InstantiationException) as error:
+        log.error("%s", error)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

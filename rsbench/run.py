@@ -8,22 +8,23 @@ from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
+import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.loggers import Logger, WandbLogger
 
+from rsbench.errors import ConfigError
 from rsbench.noise import check_sigma
 
 log = logging.getLogger(__name__)
 
 
-class ConfigError(ValueError):
-    """The composed configuration asks for something impossible; the message names the key and what is allowed."""
-
-
 def check_config(cfg: DictConfig) -> None:
     """Fail before any work on settings that would otherwise fail late (after training, say)."""
-    check_sigma(cfg.sigma, "sigma")
+    try:
+        check_sigma(cfg.sigma, "sigma")
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
     if not cfg.train and not cfg.ckpt_path:
         raise ConfigError("train=false certifies an existing checkpoint: pass ckpt_path=<path to a .ckpt>")
     if cfg.ckpt_path and not Path(cfg.ckpt_path).expanduser().is_file():
@@ -41,11 +42,9 @@ def build_loggers(cfg: DictConfig) -> list[Logger]:
 
 
 def build_callbacks(cfg: DictConfig) -> list[pl.Callback]:
-    """Instantiate ``cfg.callbacks`` plus the certification callback."""
-    nodes: Mapping[str, Any] = cfg.get("callbacks") or {}
-    callbacks = [instantiate(node) for node in nodes.values() if node]
-    callbacks.append(instantiate(cfg.certify))
-    return callbacks
+    """The certification callback, plus ``cfg.callbacks`` (checkpointing, ...) when the run trains."""
+    nodes: Mapping[str, Any] = (cfg.get("callbacks") or {}) if cfg.train else {}
+    return [instantiate(cfg.certify), *(instantiate(node) for node in nodes.values() if node)]
 
 
 def run(cfg: DictConfig) -> float | None:
@@ -60,6 +59,11 @@ def run(cfg: DictConfig) -> float | None:
     net = instantiate(cfg.arch)
     scheduler = instantiate(cfg.scheduler) if cfg.get("scheduler") else None
     module = instantiate(cfg.method, net=net, optimizer=instantiate(cfg.optimizer), scheduler=scheduler)
+    if cfg.ckpt_path:
+        checkpoint = torch.load(cfg.ckpt_path, map_location="cpu", weights_only=False)
+        module.check_checkpoint(checkpoint, cfg.ckpt_path)
+        if not cfg.train:
+            module.load_state_dict(checkpoint["state_dict"])  # strict: every weight must be there
     callbacks = build_callbacks(cfg)
     loggers = build_loggers(cfg)
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
@@ -67,12 +71,12 @@ def run(cfg: DictConfig) -> float | None:
     for logger in loggers:
         logger.log_hyperparams(hyperparameters)  # type: ignore[arg-type]
     try:
-        test_ckpt = cfg.ckpt_path
+        test_ckpt = None  # train=false: the weights loaded above
         if cfg.train:
             trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
             test_ckpt = _trained_checkpoint(trainer, cfg.test_ckpt)
         if cfg.test:
-            log.info("testing and certifying checkpoint %s", test_ckpt)
+            log.info("testing and certifying %s", test_ckpt or cfg.ckpt_path or "the final weights")
             trainer.test(module, datamodule=datamodule, ckpt_path=test_ckpt)
         value = trainer.callback_metrics.get(cfg.optimized_metric)
         return float(value) if value is not None else None

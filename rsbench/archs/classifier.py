@@ -10,10 +10,7 @@ import torch
 from torch import nn
 
 from rsbench.archs.input_layer import InputLayer
-
-
-class CheckpointMismatchError(ValueError):
-    """A checkpoint was made for another architecture, class count, input layer or sigma than the one requested."""
+from rsbench.errors import CheckpointMismatchError
 
 
 class Classifier(nn.Sequential):
@@ -67,13 +64,17 @@ def check_signature(saved: Mapping[str, Any], expected: Mapping[str, Any], sourc
     for key, want in expected.items():
         have = saved.get(key, "<missing>")
         if not _same(have, want):
-            problems.append(f"  {key}: checkpoint has {have!r}, this run expects {want!r}")
+            problems.append(f"  {key}: checkpoint has {have!r}, this run expects {want!r}{_HINTS.get(key, '')}")
     if problems:
-        raise CheckpointMismatchError(
-            f"{source} does not fit the requested model:\n"
-            + "\n".join(problems)
-            + "\nSelect the matching options (e.g. arch=..., dataset=..., sigma=...) or another checkpoint."
-        )
+        raise CheckpointMismatchError(f"{source} does not fit the requested model:\n" + "\n".join(problems))
+
+
+_HINTS = {
+    "arch": " (choose it with arch=<name>)",
+    "num_classes": " (choose the dataset it was trained on: dataset=<name>)",
+    "input_layer": " (choose the dataset it was trained on, or set dataset.input_layer to the checkpoint's)",
+    "sigma": " (pass the training sigma, or allow_sigma_mismatch=true to load it at another sigma on purpose)",
+}
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -40,13 +40,16 @@ def radius_cap(sigma: float, n: int, alpha: float) -> float:
 def min_certify_samples(alpha: float) -> int:
     """The smallest n for which n of n votes gives pA_lower >= 1/2 (alpha^(1/n) >= 1/2); smaller n always abstains."""
     check_alpha(alpha)
-    return math.ceil(math.log(1.0 / alpha) / math.log(2.0))
+    # alpha^(1/n) >= 1/2 <=> alpha * 2^n >= 1; with alpha = m * 2^e (m in [1/2, 1)) that is n >= 1 - e, exactly.
+    # (ceil(log(1/alpha) / log(2)) overshoots by one when alpha is a power of two and the log ratio rounds up.)
+    return 1 - math.frexp(alpha)[1]
 
 
 def min_predict_samples(alpha: float) -> int:
     """The smallest n for which PREDICT's two-sided test can reject (2 * 0.5^n <= alpha) when all n votes agree."""
     check_alpha(alpha)
-    return math.ceil(math.log(2.0 / alpha) / math.log(2.0))
+    # 2 * 0.5^n <= alpha <=> alpha * 2^n >= 2 <=> n >= 2 - e for alpha = m * 2^e (m in [1/2, 1)), exactly.
+    return 2 - math.frexp(alpha)[1]
 
 
 def top_two_p_value(count_a: int, count_b: int) -> float:

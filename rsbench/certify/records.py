@@ -19,6 +19,8 @@ from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 from typing import Any, TextIO
 
+from rsbench.errors import ProtocolMismatchError
+
 COLUMNS: tuple[str, ...] = (
     "idx",
     "label",
@@ -31,10 +33,6 @@ COLUMNS: tuple[str, ...] = (
     "sigma",
     "sound",
 )
-
-
-class ProtocolMismatchError(RuntimeError):
-    """An existing record was made under another protocol (n, alpha, sigma, seed, model, ...) than requested."""
 
 
 @dataclass(frozen=True)

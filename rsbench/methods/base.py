@@ -19,8 +19,9 @@ from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LRScheduler
 from torchmetrics.classification import MulticlassAccuracy
 
-from rsbench.archs.classifier import CheckpointMismatchError, Classifier, check_signature
+from rsbench.archs.classifier import Classifier, check_signature
 from rsbench.certify.seeding import make_generator
+from rsbench.errors import CheckpointMismatchError
 from rsbench.noise import NoiseMixin, SigmaLike
 
 OptimizerFactory = Callable[[Iterable[torch.nn.Parameter]], Optimizer]
@@ -156,13 +157,22 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: Mapping[str, Any]) -> None:
         """Refuse a checkpoint made for another architecture, class count, input layer or (by default) sigma."""
+        self.check_checkpoint(checkpoint)
+
+    def check_checkpoint(self, checkpoint: Mapping[str, Any], source: str = "the checkpoint") -> None:
+        """Raise :class:`CheckpointMismatchError` unless ``checkpoint`` was saved by a module of this signature.
+
+        Args:
+            checkpoint: a loaded Lightning checkpoint.
+            source: how to name it in the message (its path).
+        """
         saved = checkpoint.get(SIGNATURE_KEY)
         if saved is None:
             raise CheckpointMismatchError(
-                "the checkpoint has no rsbench signature (architecture, input layer, sigma), so it cannot be "
+                f"{source} has no rsbench signature (architecture, input layer, sigma), so it cannot be "
                 "checked against this model; only checkpoints written by rsbench can be loaded"
             )
         expected = self.signature()
         if self.allow_sigma_mismatch:
             expected.pop("sigma")
-        check_signature(saved, expected)
+        check_signature(saved, expected, source)

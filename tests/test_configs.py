@@ -1,0 +1,209 @@
+"""Every config option composes and instantiates; recipes match the papers; bad input fails fast and clearly."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from hydra.errors import ConfigCompositionException, InstantiationException
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+
+from rsbench.archs import Classifier
+from rsbench.data import ImageDataModule
+from rsbench.errors import ConfigError
+from rsbench.methods import SmoothingModule
+from rsbench.run import build_callbacks, build_loggers, check_config, run
+from tests.conftest import CONF_DIR, ROOT
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
+def test_every_group_has_options() -> None:
+    for group in ("dataset", "arch", "method", "certify", "trainer", "logger", "optimizer", "scheduler"):
+        assert options(group), group
+
+
+@pytest.mark.parametrize("dataset", options("dataset"))
+def test_every_dataset_composes_and_builds_model_and_datamodule(make_cfg, dataset: str) -> None:
+    cfg = make_cfg(f"dataset={dataset}")
+    datamodule = instantiate(cfg.dataset)
+    assert isinstance(datamodule, ImageDataModule)
+    assert datamodule.name == dataset
+    net = instantiate(cfg.arch)
+    assert isinstance(net, Classifier)
+    assert net.num_classes == cfg.dataset.num_classes
+    assert net.input_layer.spec()["kind"] == cfg.dataset.input_layer.kind
+    module = instantiate(cfg.method, net=net, optimizer=instantiate(cfg.optimizer))
+    assert isinstance(module, SmoothingModule)
+    assert module.sigma == cfg.sigma
+
+
+@pytest.mark.parametrize("arch", options("arch"))
+def test_every_arch_composes_on_a_matching_dataset(make_cfg, arch: str) -> None:
+    dataset = {"lenet": "mnist", "resnet50": "imagenet"}.get(arch, "cifar10")
+    cfg = make_cfg(f"dataset={dataset}", f"arch={arch}")
+    net = instantiate(cfg.arch)
+    assert net.arch == arch
+
+
+@pytest.mark.parametrize("group", ["certify", "trainer", "logger", "optimizer", "scheduler", "method", "callbacks"])
+def test_every_option_of_group_composes_and_instantiates(make_cfg, group: str) -> None:
+    for option in options(group):
+        cfg = make_cfg(f"{group}={option}")
+        if group == "logger":
+            build_loggers(cfg)
+        elif group in ("certify", "callbacks"):
+            build_callbacks(cfg)
+        elif group == "trainer" and option == "gpu":
+            OmegaConf.to_container(cfg.trainer, resolve=True)  # no GPU in CI: compose only
+        elif group == "trainer":
+            instantiate(cfg.trainer, logger=False)
+        elif group == "method":
+            instantiate(cfg.method, net=instantiate(cfg.arch), optimizer=instantiate(cfg.optimizer))
+        else:
+            OmegaConf.to_container(cfg[group], resolve=True)
+
+
+@pytest.mark.parametrize("experiment", options("experiment"))
+def test_every_experiment_preset_composes(make_cfg, experiment: str) -> None:
+    cfg = make_cfg(f"experiment={experiment}")
+    OmegaConf.to_container(cfg, resolve=True)
+
+
+@pytest.mark.parametrize("sigma", ["0.12", "0.25", "0.5", "1.0"])
+def test_sigma_is_a_top_level_float_written_as_is(make_cfg, sigma: str) -> None:
+    cfg = make_cfg("method=gaussian", "dataset=cifar10", f"sigma={sigma}")
+    assert cfg.sigma == float(sigma)
+    assert cfg.method.sigma == float(sigma)
+
+
+def test_cifar10_recipe(make_cfg) -> None:
+    cfg = make_cfg("method=gaussian", "dataset=cifar10", "sigma=1.0")
+    assert cfg.arch.arch == "cifar_resnet110"
+    assert cfg.trainer.max_epochs == 150
+    assert cfg.optimizer.lr == 0.1
+    assert cfg.optimizer.momentum == 0.9
+    assert cfg.optimizer.weight_decay == 1e-4
+    assert list(cfg.scheduler.milestones) == [50, 100]
+    assert cfg.scheduler.gamma == 0.1
+    assert cfg.dataset.batch_size == 256
+    assert cfg.dataset.augmentation == "crop_flip"
+    assert cfg.dataset.input_layer.kind == "normalize"
+    assert (cfg.certify.n0, cfg.certify.n, cfg.certify.alpha) == (100, 100_000, 0.001)
+
+
+def test_mnist_recipe(make_cfg) -> None:
+    cfg = make_cfg("dataset=mnist")
+    assert cfg.arch.arch == "lenet"
+    assert cfg.trainer.max_epochs == 90
+    assert cfg.optimizer.lr == 0.01
+    assert list(cfg.scheduler.milestones) == [30, 60]
+    assert cfg.dataset.input_layer.kind == "identity"
+    assert (cfg.certify.n0, cfg.certify.n, cfg.certify.alpha) == (100, 100_000, 0.001)
+
+
+def test_imagenet_recipe(make_cfg) -> None:
+    cfg = make_cfg("dataset=imagenet")
+    assert cfg.arch.arch == "resnet50"
+    assert cfg.trainer.max_epochs == 90
+    assert cfg.optimizer.lr == 0.1
+    assert list(cfg.scheduler.milestones) == [30, 60]
+    assert list(cfg.dataset.image_shape) == [3, 224, 224]
+    assert cfg.dataset.augmentation == "imagenet"
+    assert cfg.certify.skip == 100  # every 100th of the 50,000 validation images: 500 images
+
+
+def test_default_is_the_embedded_offline_recipe(make_cfg) -> None:
+    cfg = make_cfg()
+    assert cfg.dataset.name == "mnist_embedded"
+    assert cfg.arch.arch == "lenet"
+    assert cfg.sigma == 0.25
+    assert cfg.dataset.download is False
+
+
+def test_command_line_choice_beats_the_dataset_recipe(make_cfg) -> None:
+    cfg = make_cfg("dataset=cifar10", "arch=cifar_resnet20", "trainer.max_epochs=3", "certify=quick")
+    assert cfg.arch.arch == "cifar_resnet20"
+    assert cfg.trainer.max_epochs == 3
+    assert cfg.certify.n == 10_000
+
+
+def test_cfg_job_shows_the_recipe() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "rsbench", "method=gaussian", "dataset=cifar10", "sigma=1.0", "--cfg", "job"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "RSBENCH_KEEP_ALLOCATOR": "1"},
+    )
+    job = OmegaConf.create(result.stdout)
+    assert job.sigma == 1.0
+    assert job.arch.arch == "cifar_resnet110"
+    assert job.trainer.max_epochs == 150
+    assert job.certify.n == 100_000
+
+
+def test_unknown_method_lists_the_available_ones(make_cfg) -> None:
+    with pytest.raises(ConfigCompositionException, match="gaussian"):
+        make_cfg("method=does_not_exist")
+
+
+def test_unknown_dataset_lists_the_available_ones(make_cfg) -> None:
+    with pytest.raises(ConfigCompositionException, match="cifar10"):
+        make_cfg("dataset=does_not_exist")
+
+
+def test_unknown_key_is_rejected(make_cfg) -> None:
+    with pytest.raises(ConfigCompositionException, match="nn"):
+        make_cfg("certify.nn=5")
+
+
+@pytest.mark.parametrize("sigma", ["0", "-0.5", "abc"])
+def test_bad_sigma_fails_before_any_work(make_cfg, sigma: str) -> None:
+    cfg = make_cfg(f"sigma={sigma}")
+    with pytest.raises(ConfigError, match="sigma must be"):
+        run(cfg)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("certify.n=0", "certify.n must be an integer >= 1, got 0"),
+        ("certify.n0=-3", "certify.n0 must be an integer >= 1, got -3"),
+        ("certify.alpha=1.5", "alpha must be in \\(0, 1\\)"),
+        ("certify.skip=0", "certify.skip must be >= 1, got 0"),
+        ("certify.max_images=0", "certify.max_images must be >= 1"),
+    ],
+)
+def test_bad_certify_values_fail_when_callbacks_are_built(make_cfg, override: str, message: str) -> None:
+    cfg = make_cfg(override)
+    with pytest.raises(InstantiationException, match=message):
+        build_callbacks(cfg)
+
+
+def test_train_false_needs_a_checkpoint(make_cfg) -> None:
+    with pytest.raises(ConfigError, match="ckpt_path"):
+        check_config(make_cfg("train=false"))
+
+
+def test_missing_checkpoint_file_is_named(make_cfg, tmp_path) -> None:
+    with pytest.raises(ConfigError, match=r"nope\.ckpt"):
+        check_config(make_cfg("train=false", f"ckpt_path={tmp_path}/nope.ckpt"))
+
+
+def test_bad_test_ckpt_choice(make_cfg) -> None:
+    with pytest.raises(ConfigError, match="'best' or 'last'"):
+        check_config(make_cfg("test_ckpt=first"))
+
+
+def test_config_is_struct(make_cfg) -> None:
+    cfg = make_cfg()
+    with pytest.raises((ConfigAttributeError, ConfigKeyError)):
+        cfg.certify.nn = 1  # a typo'd key must not be silently accepted

@@ -1,0 +1,130 @@
+"""Training methods: each loss pinned on a hand-checkable case, plus the base module's shared behaviour."""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import pytest
+import pytorch_lightning as pl
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from rsbench.archs import Classifier
+from rsbench.errors import CheckpointMismatchError
+from rsbench.methods import Batch, GaussianAugmentation, SmoothingModule
+
+SGD = functools.partial(torch.optim.SGD, lr=0.1)
+
+
+def identity_linear(weight: list[list[float]], bias: list[float]) -> Classifier:
+    """A 2-pixel image [1, 1, 2] -> logits = W x + b, behind an identity input layer."""
+    linear = nn.Linear(2, 2)
+    with torch.no_grad():
+        linear.weight.copy_(torch.tensor(weight))
+        linear.bias.copy_(torch.tensor(bias))
+    return Classifier("linear2", nn.Sequential(nn.Flatten(), linear), {"kind": "identity"})
+
+
+def fixed_noise(module: SmoothingModule, noise: torch.Tensor) -> None:
+    """Make the module's noise sampler return ``noise`` (scaled by nothing) instead of a random draw."""
+    module.sample_noise = lambda like, sigma=None, generator=None: noise.to(like.dtype)  # type: ignore[method-assign]
+
+
+def test_gaussian_loss_on_a_hand_checkable_case() -> None:
+    module = GaussianAugmentation(identity_linear([[1.0, 0.0], [0.0, 1.0]], [0.0, 0.0]), sigma=0.25, optimizer=SGD)
+    x = torch.tensor([[[[0.5, 0.0]]], [[[0.2, 0.9]]]])
+    y = torch.tensor([0, 1])
+    fixed_noise(module, torch.tensor([[[[0.1, -0.2]]], [[[0.0, 0.0]]]]))
+    out = module.training_loss(Batch(x, y, torch.arange(2)))
+    # logits = x + eps: [0.6, -0.2] (label 0) and [0.2, 0.9] (label 1)
+    expected = (math.log(1 + math.exp(-0.8)) + math.log(1 + math.exp(-0.7))) / 2
+    assert out.loss.item() == pytest.approx(expected, rel=1e-6)
+    assert torch.allclose(out.logits, torch.tensor([[0.6, -0.2], [0.2, 0.9]]))
+    assert torch.equal(out.labels, y)
+
+
+def test_gaussian_draws_fresh_noise_each_batch_at_sigma() -> None:
+    torch.manual_seed(0)
+    module = GaussianAugmentation(identity_linear([[1.0, 0.0], [0.0, 1.0]], [0.0, 0.0]), sigma=0.5, optimizer=SGD)
+    x = torch.zeros(4000, 1, 1, 2)
+    batch = Batch(x, torch.zeros(4000, dtype=torch.long), torch.arange(4000))
+    first = module.training_loss(batch).logits
+    second = module.training_loss(batch).logits
+    assert not torch.equal(first, second)
+    assert first.std().item() == pytest.approx(0.5, rel=0.05)  # logits = noise here
+
+
+def test_gaussian_uses_per_example_sigma_when_given() -> None:
+    torch.manual_seed(0)
+    module = GaussianAugmentation(identity_linear([[1.0, 0.0], [0.0, 1.0]], [0.0, 0.0]), sigma=0.5, optimizer=SGD)
+    x = torch.zeros(2, 1, 1, 2)
+    sigma = torch.tensor([0.0001, 10.0])
+    logits = module.training_loss(Batch(x, torch.zeros(2, dtype=torch.long), torch.arange(2), sigma)).logits
+    assert logits[0].abs().max() < 0.01
+    assert logits[1].abs().max() > 0.01
+
+
+def test_validation_noise_is_the_same_every_epoch() -> None:
+    module = GaussianAugmentation(identity_linear([[1.0, 0.0], [0.0, 1.0]], [0.0, 0.0]), sigma=0.5, optimizer=SGD)
+    seen = []
+    module.log = lambda *args, **kwargs: None  # type: ignore[method-assign]
+    original = module.forward
+    module.forward = lambda x: seen.append(x.clone()) or original(x)  # type: ignore[method-assign]
+    batch = (torch.rand(3, 1, 1, 2), torch.tensor([0, 1, 0]))
+    module.validation_step(batch, 0)
+    module.validation_step(batch, 0)
+    module.validation_step(batch, 1)
+    noisy = seen[0::2]  # each step runs the noisy forward, then the clean one
+    assert torch.equal(noisy[0], noisy[1])  # same batch index: same noise, so epochs compare fairly
+    assert not torch.equal(noisy[0], noisy[2])
+
+
+def test_scheduler_is_stepped_per_epoch() -> None:
+    scheduler = functools.partial(torch.optim.lr_scheduler.MultiStepLR, milestones=[2], gamma=0.1)
+    module = GaussianAugmentation(identity_linear([[1.0, 0.0], [0.0, 1.0]], [0.0, 0.0]), 0.5, SGD, scheduler)
+    config = module.configure_optimizers()
+    assert config["lr_scheduler"]["interval"] == "epoch"
+    assert isinstance(config["optimizer"], torch.optim.SGD)
+
+
+def test_checkpoint_signature_check_names_the_mismatch() -> None:
+    net = identity_linear([[1.0, 0.0], [0.0, 1.0]], [0.0, 0.0])
+    module = GaussianAugmentation(net, sigma=0.25, optimizer=SGD)
+    checkpoint: dict = {}
+    module.on_save_checkpoint(checkpoint)
+    assert checkpoint["rsbench"]["method"] == "gaussian"
+    module.on_load_checkpoint(checkpoint)
+    other = GaussianAugmentation(net, sigma=1.0, optimizer=SGD)
+    with pytest.raises(CheckpointMismatchError, match=r"sigma: checkpoint has 0\.25, this run expects 1\.0"):
+        other.on_load_checkpoint(checkpoint)
+    GaussianAugmentation(net, sigma=1.0, optimizer=SGD, allow_sigma_mismatch=True).on_load_checkpoint(checkpoint)
+    with pytest.raises(CheckpointMismatchError, match="no rsbench signature"):
+        module.on_load_checkpoint({"state_dict": {}})
+
+
+def test_one_training_step_runs_and_changes_the_weights(tmp_path) -> None:
+    torch.manual_seed(0)
+    net = identity_linear([[1.0, 0.0], [0.0, 1.0]], [0.0, 0.0])
+    module = GaussianAugmentation(net, sigma=0.25, optimizer=SGD)
+    before = net.state_dict()["1.1.weight"].clone()
+    data = TensorDataset(torch.rand(8, 1, 1, 2), torch.randint(0, 2, (8,)), torch.arange(8))
+    trainer = pl.Trainer(
+        max_steps=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+        accelerator="cpu",
+    )
+    trainer.fit(module, train_dataloaders=DataLoader(data, batch_size=8))
+    assert not torch.equal(before, net.state_dict()["1.1.weight"])
+    assert {"train/loss_step", "train/acc"} <= set(trainer.callback_metrics)
+
+
+def test_base_module_requires_a_loss() -> None:
+    module = SmoothingModule(identity_linear([[1.0, 0.0], [0.0, 1.0]], [0.0, 0.0]), sigma=0.5, optimizer=SGD)
+    with pytest.raises(NotImplementedError, match="training_loss"):
+        module.training_loss(Batch(torch.zeros(1, 1, 1, 2), torch.zeros(1, dtype=torch.long), torch.zeros(1)))
