@@ -1,0 +1,1 @@
+"""Benchmarks: scripts that print throughput ratios against a named baseline, run in one process."""
