@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import warnings
 
 import hydra
 from hydra.errors import InstantiationException
@@ -24,6 +25,8 @@ def main(cfg: DictConfig) -> float | None:
     """
     from rsbench.run import run
 
+    # A deprecation inside Lightning's own pytree helpers, not actionable by users.
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
     try:
         return run(cfg)
     except (RsbenchError, InstantiationException) as error:

@@ -15,5 +15,5 @@ def cifar_resnet18(num_classes: int = 10, in_channels: int = 3) -> nn.Module:
     """ResNet-18 adapted to 32x32 inputs (3x3 stem, stride 1, no max-pool), the DDRS paper's CIFAR-10 backbone."""
     model = resnet18(weights=None, num_classes=num_classes)
     model.conv1 = nn.Conv2d(in_channels, 64, kernel_size=3, stride=1, padding=1, bias=False)
-    model.maxpool = nn.Identity()  # type: ignore[assignment]
+    model.maxpool = nn.Identity()
     return model

@@ -26,6 +26,7 @@ from rsbench.certify.seeding import derive_seed
 from rsbench.certify.smooth import Smooth
 from rsbench.certify.subset import certification_indices, indices_digest
 from rsbench.certify.summary import format_summary, summarize, write_metrics
+from rsbench.methods.base import SmoothingModule
 from rsbench.noise import check_sigma
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,8 @@ class CertifyCallback(pl.Callback):
         """Certify the chosen test images, write the files and log the results."""
         if not self.enabled or not trainer.is_global_zero:
             return
+        if not isinstance(pl_module, SmoothingModule):
+            raise TypeError(f"CertifyCallback needs a rsbench SmoothingModule, got {type(pl_module).__name__}")
         datamodule = trainer.datamodule  # type: ignore[attr-defined]
         dataset = datamodule.test_dataset
         sigma = self.sigma if self.sigma is not None else pl_module.sigma

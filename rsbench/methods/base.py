@@ -34,7 +34,7 @@ class Batch(NamedTuple):
 
     x: Tensor
     y: Tensor
-    index: Tensor
+    indices: Tensor
     sigma: SigmaLike | None = None
 
 
@@ -104,8 +104,8 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
 
     def training_step(self, batch: tuple[Tensor, ...], batch_idx: int) -> Tensor:
         """Compute the method's loss and log ``train/loss``, ``train/acc`` (noisy), its terms and the lr."""
-        x, y, index = batch[:3]
-        out = self.training_loss(Batch(x, y, index))
+        x, y, indices = batch[:3]
+        out = self.training_loss(Batch(x, y, indices))
         self.train_acc(out.logits.detach(), out.labels)
         self.log("train/loss", out.loss.detach(), on_step=True, on_epoch=True, prog_bar=True)
         self.log("train/acc", self.train_acc, on_step=False, on_epoch=True, prog_bar=True)
