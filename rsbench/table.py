@@ -24,8 +24,8 @@ def find_metrics(paths: Iterable[Path]) -> list[tuple[Path, dict[str, Any]]]:
 
 
 def markdown_table(rows: Sequence[tuple[Path, dict[str, Any]]], radii: Sequence[float]) -> str:
-    """A Markdown table: one line per run, certified accuracy in percent at ``radii`` ("-" beyond the radius cap)."""
-    header = ["method", "dataset", "arch", "sigma", "n", "alpha", "images", "ACR"] + [f"r={r:g}" for r in radii]
+    """A Markdown table: one line per run, certified accuracy in % at ``radii`` ("-" beyond the radius cap)."""
+    header = ["method", "dataset", "arch", "sigma", "n", "alpha", "images", "ACR", *(f"r={r:g}" for r in radii), "run"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for path, m in rows:
         accuracy = m.get("certified_accuracy", {})
@@ -40,6 +40,7 @@ def markdown_table(rows: Sequence[tuple[Path, dict[str, Any]]], radii: Sequence[
             f"{m['acr']:.3f}",
         ]
         cells += [f"{100 * accuracy[repr(float(r))]:.1f}" if repr(float(r)) in accuracy else "-" for r in radii]
+        cells.append(str(path.parent))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
