@@ -4,6 +4,9 @@
 """
 
 from rsbench.certify import Certificate, Smooth
+from rsbench.resolvers import register_resolvers
+
+register_resolvers()
 
 __version__ = "0.1.0"
 __all__ = ["Certificate", "Smooth", "__version__"]

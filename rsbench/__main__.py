@@ -9,6 +9,7 @@ import warnings
 import hydra
 from hydra.errors import InstantiationException
 from omegaconf import DictConfig
+from omegaconf.errors import InterpolationResolutionError
 
 from rsbench.allocator import reexec_with_fast_allocator
 from rsbench.errors import RsbenchError
@@ -29,7 +30,7 @@ def main(cfg: DictConfig) -> float | None:
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
     try:
         return run(cfg)
-    except (RsbenchError, InstantiationException) as error:
+    except (RsbenchError, InstantiationException, InterpolationResolutionError) as error:
         log.error("%s", error)
         sys.exit(2)
 

@@ -619,6 +619,7 @@ def test_crop_flip_training_transform_pads_and_moves_pixels():
 def _mnist_module(root: Path, **overrides) -> ImageDataModule:
     options = {
         "name": "mnist",
+        "family": "mnist",
         "source": functools.partial(sources.mnist),
         "num_classes": 10,
         "image_shape": [1, 28, 28],
@@ -773,6 +774,7 @@ def test_datamodule_crop_flip_on_cifar10(cifar10_root):
     torch.manual_seed(0)
     module = ImageDataModule(
         name="cifar10",
+        family="cifar10",
         source=functools.partial(sources.cifar10),
         num_classes=10,
         image_shape=[3, 32, 32],
@@ -805,6 +807,7 @@ def test_datamodule_crop_flip_on_cifar10(cifar10_root):
 def test_datamodule_on_imagenet_folders(imagenet_files):
     module = ImageDataModule(
         name="imagenet",
+        family="imagenet",
         source=functools.partial(sources.imagenet),
         num_classes=3,
         image_shape=[3, 32, 32],
@@ -828,6 +831,7 @@ def test_datamodule_on_imagenet_folders(imagenet_files):
 def test_datamodule_on_the_embedded_subset():
     module = ImageDataModule(
         name="mnist_embedded",
+        family="mnist",
         source=functools.partial(sources.embedded_mnist),
         num_classes=10,
         image_shape=[1, 28, 28],

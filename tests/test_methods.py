@@ -128,3 +128,46 @@ def test_base_module_requires_a_loss() -> None:
     module = SmoothingModule(identity_linear([[1.0, 0.0], [0.0, 1.0]], [0.0, 0.0]), sigma=0.5, optimizer=SGD)
     with pytest.raises(NotImplementedError, match="training_loss"):
         module.training_loss(Batch(torch.zeros(1, 1, 1, 2), torch.zeros(1, dtype=torch.long), torch.zeros(1)))
+
+
+class RecordingGaussian(GaussianAugmentation):
+    """Gaussian augmentation that records the images of every chunk it is given."""
+
+    def training_loss(self, batch: Batch):
+        self.chunks.append(batch.indices.tolist())
+        return super().training_loss(batch)
+
+
+def test_steps_per_batch_cuts_each_batch_into_chunks_with_one_step_each(tmp_path) -> None:
+    torch.manual_seed(0)
+    scheduler = functools.partial(torch.optim.lr_scheduler.MultiStepLR, milestones=[1], gamma=0.1)
+    module = RecordingGaussian(
+        identity_linear([[1.0, 0.0], [0.0, 1.0]], [0.0, 0.0]), 0.25, SGD, scheduler, steps_per_batch=3
+    )
+    module.chunks = []
+    data = TensorDataset(torch.rand(14, 1, 1, 2), torch.randint(0, 2, (14,)), torch.arange(14))
+    trainer = pl.Trainer(
+        max_epochs=2,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+        accelerator="cpu",
+    )
+    trainer.fit(module, train_dataloaders=DataLoader(data, batch_size=7))
+    # 2 loader batches of 7 per epoch -> 3 chunks of 7 // 3 = 2 images each (the 7th dropped), one step per chunk
+    assert module.chunks[:3] == [[0, 1], [2, 3], [4, 5]]
+    assert module.chunks[3:6] == [[7, 8], [9, 10], [11, 12]]
+    assert trainer.global_step == 2 * 2 * 3
+    assert trainer.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.01)  # stepped once per epoch, twice
+
+
+def test_steps_per_batch_must_fit_the_batch() -> None:
+    module = GaussianAugmentation(identity_linear([[1.0, 0.0], [0.0, 1.0]], [0.0, 0.0]), 0.25, SGD, steps_per_batch=4)
+    module.trainer = pl.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False)
+    batch = (torch.rand(3, 1, 1, 2), torch.zeros(3, dtype=torch.long), torch.arange(3))
+    with pytest.raises(ValueError, match=r"cannot be cut into method\.steps_per_batch=4 chunks"):
+        module.training_step(batch, 0)
+    with pytest.raises(ValueError, match="steps_per_batch must be an integer >= 1"):
+        GaussianAugmentation(identity_linear([[1.0, 0.0], [0.0, 1.0]], [0.0, 0.0]), 0.25, SGD, steps_per_batch=0)

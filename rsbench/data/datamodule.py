@@ -44,6 +44,9 @@ class ImageDataModule(pl.LightningDataModule):
 
     Args:
         name: the dataset's name, recorded with results.
+        family: the dataset whose published method hyperparameters apply (``mnist`` for the embedded subset and
+            Fashion-MNIST, ``cifar10`` for CIFAR-100 and SVHN, ``imagenet``); method configs look their
+            per-dataset defaults up by it (``${dataset.family}``).
         source: ``source(root, train, transform, download) -> Dataset`` (see :mod:`rsbench.data.sources`).
         num_classes: the number of classes (checked against the labels).
         image_shape: ``[C, H, W]`` of the images the model sees (checked against the data).
@@ -62,6 +65,7 @@ class ImageDataModule(pl.LightningDataModule):
     def __init__(
         self,
         name: str,
+        family: str,
         source: Source,
         num_classes: int,
         image_shape: Sequence[int],
@@ -83,6 +87,7 @@ class ImageDataModule(pl.LightningDataModule):
         if val_size < 0:
             raise ValueError(f"dataset.val_size must be >= 0, got {val_size}")
         self.name = name
+        self.family = family
         self.source = source
         self.num_classes = num_classes
         self.image_shape = tuple(int(s) for s in image_shape)

@@ -3,6 +3,10 @@
 A method subclasses it and overrides one hook, :meth:`SmoothingModule.training_loss`. Validation and test report
 clean accuracy and accuracy under one draw of noise; the noise of each validation/test batch is seeded by the batch
 index, so the noisy accuracy that selects checkpoints compares epochs on the same noise.
+
+``steps_per_batch = m > 1`` reproduces the multi-noise training loop of Salman et al. and the Jeong lineage: each
+loader batch of B images is cut into m consecutive chunks of B // m images (the remainder is dropped, as their
+``_chunk_minibatch`` does) and the optimizer steps once per chunk, so an epoch takes m * len(loader) steps.
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
         allow_sigma_mismatch: load checkpoints trained at another sigma (fine-tuning, or certifying at a sigma
             other than the training one on purpose) instead of refusing them.
         eval_noise_seed: the seed of the fixed validation/test noise.
+        steps_per_batch: optimizer steps per loader batch, one per chunk of B // steps_per_batch images.
     """
 
     method_name: ClassVar[str] = "base"
@@ -78,14 +83,19 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
         scheduler: SchedulerFactory | None = None,
         allow_sigma_mismatch: bool = False,
         eval_noise_seed: int = 0,
+        steps_per_batch: int = 1,
     ) -> None:
         super().__init__()
+        if isinstance(steps_per_batch, bool) or not isinstance(steps_per_batch, int) or steps_per_batch < 1:
+            raise ValueError(f"method.steps_per_batch must be an integer >= 1, got {steps_per_batch!r}")
         self.sigma = sigma
         self.net = net
         self.optimizer_factory = optimizer
         self.scheduler_factory = scheduler
         self.allow_sigma_mismatch = allow_sigma_mismatch
         self.eval_noise_seed = eval_noise_seed
+        self.steps_per_batch = steps_per_batch
+        self.automatic_optimization = steps_per_batch == 1
         self.save_hyperparameters(ignore=["net", "optimizer", "scheduler"])
         num_classes = net.num_classes
         self.train_acc = MulticlassAccuracy(num_classes, average="micro")
@@ -102,17 +112,41 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
         """The method's loss on one training batch: the one hook a method overrides."""
         raise NotImplementedError(f"{type(self).__name__} must implement training_loss(batch)")
 
-    def training_step(self, batch: tuple[Tensor, ...], batch_idx: int) -> Tensor:
-        """Compute the method's loss and log ``train/loss``, ``train/acc`` (noisy), its terms and the lr."""
+    def training_step(self, batch: tuple[Tensor, ...], batch_idx: int) -> Tensor | None:
+        """Compute the method's loss (one optimizer step per chunk when ``steps_per_batch > 1``) and log it."""
         x, y, indices = batch[:3]
-        out = self.training_loss(Batch(x, y, indices))
+        if self.automatic_optimization:
+            out = self.training_loss(Batch(x, y, indices))
+            self._log_training(out)
+            return out.loss
+        size = len(x) // self.steps_per_batch
+        if size == 0:
+            raise ValueError(
+                f"a training batch of {len(x)} images cannot be cut into method.steps_per_batch="
+                f"{self.steps_per_batch} chunks; raise dataset.batch_size"
+            )
+        optimizer = self.optimizers()
+        for chunk in range(self.steps_per_batch):
+            part = slice(chunk * size, (chunk + 1) * size)
+            out = self.training_loss(Batch(x[part], y[part], indices[part]))
+            optimizer.zero_grad()  # type: ignore[union-attr]
+            self.manual_backward(out.loss)
+            optimizer.step()  # type: ignore[union-attr]
+            self._log_training(out)
+        return None
+
+    def on_train_epoch_end(self) -> None:
+        """With manual optimization (``steps_per_batch > 1``), step the epoch-wise scheduler here."""
+        if not self.automatic_optimization and self.scheduler_factory is not None:
+            self.lr_schedulers().step()  # type: ignore[union-attr]
+
+    def _log_training(self, out: StepOutput) -> None:
         self.train_acc(out.logits.detach(), out.labels)
         self.log("train/loss", out.loss.detach(), on_step=True, on_epoch=True, prog_bar=True)
         self.log("train/acc", self.train_acc, on_step=False, on_epoch=True, prog_bar=True)
         for name, value in out.terms.items():
             self.log(f"train/{name}", value.detach(), on_step=False, on_epoch=True)
         self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], on_step=False, on_epoch=True)
-        return out.loss
 
     def validation_step(self, batch: tuple[Tensor, ...], batch_idx: int) -> None:
         """Log ``val/acc_clean``, ``val/acc_noisy`` (the checkpoint criterion) and ``val/loss`` (noisy)."""

@@ -1,0 +1,143 @@
+"""Benchmark: training cost per loader batch of every method, as a ratio to Gaussian augmentation.
+
+    python -m rsbench.bench.training_cost [--methods gaussian ...] [--arch lenet] [--dataset mnist_embedded]
+
+Each method is built from its own ``conf/method/<name>.yaml`` (with the recipe of ``--dataset`` and ``--sigma``),
+on the same architecture, the same synthetic batch of ``--batch-size`` images and the same number of loader
+batches; the methods are interleaved and repeated in one process and the median time per loader batch is reported,
+next to how many forward and backward passes (in images, per image of the batch) the method needs. For methods that
+step the optimizer once per chunk (``steps_per_batch = m``), a loader batch includes all m steps, so the ratio is the
+ratio of epoch times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.utils import instantiate
+from omegaconf import open_dict
+from torch.utils.data import DataLoader, TensorDataset
+
+from rsbench.allocator import reexec_with_fast_allocator
+from rsbench.methods.base import SmoothingModule
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+
+
+class PassCounter(pl.Callback):
+    """Times every training batch and counts the rows the network sees forward and backward."""
+
+    def __init__(self) -> None:
+        self.seconds: list[float] = []
+        self.forward_rows = 0
+        self.backward_rows = 0
+        self._start = 0.0
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Hook the counters onto the method's network."""
+        assert isinstance(pl_module, SmoothingModule)
+        net = pl_module.net
+        net.register_forward_hook(self._count_forward)
+        net.register_full_backward_hook(self._count_backward)
+
+    def _count_forward(self, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], output: Any) -> None:
+        if module.training or torch.is_grad_enabled():
+            self.forward_rows += inputs[0].shape[0]
+
+    def _count_backward(self, module: torch.nn.Module, grad_input: Any, grad_output: tuple[torch.Tensor, ...]) -> None:
+        self.backward_rows += grad_output[0].shape[0]
+
+    def on_train_batch_start(self, *args: Any) -> None:
+        """Start the batch's clock."""
+        self._start = time.perf_counter()
+
+    def on_train_batch_end(self, *args: Any) -> None:
+        """Record the batch's time."""
+        self.seconds.append(time.perf_counter() - self._start)
+
+
+def build_method(method: str, dataset: str, arch: str, sigma: float) -> SmoothingModule:
+    """Instantiate ``method`` with its config for ``dataset`` and ``sigma`` on ``arch``."""
+    GlobalHydra.instance().clear()
+    overrides = [f"method={method}", f"dataset={dataset}", f"arch={arch}", f"sigma={sigma}", "logger=none"]
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
+        cfg = compose("config", overrides=overrides, return_hydra_config=True)
+    with open_dict(cfg):
+        cfg.hydra.runtime.output_dir = "outputs/bench"
+    HydraConfig.instance().set_config(cfg)
+    net = instantiate(cfg.arch)
+    return instantiate(cfg.method, net=net, optimizer=instantiate(cfg.optimizer))
+
+
+def time_method(module: SmoothingModule, loader: DataLoader, batches: int) -> tuple[float, float, float]:
+    """Median seconds per loader batch (the first batch excluded), forward and backward rows per image."""
+    counter = PassCounter()
+    trainer = pl.Trainer(
+        max_epochs=1,
+        limit_train_batches=batches + 1,
+        limit_val_batches=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        callbacks=[counter],
+    )
+    trainer.fit(module, train_dataloaders=loader)
+    images = (batches + 1) * loader.batch_size  # type: ignore[operator]
+    return statistics.median(counter.seconds[1:]), counter.forward_rows / images, counter.backward_rows / images
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Time each method and print a table of ratios to Gaussian augmentation."""
+    methods_available = sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--methods", nargs="+", default=methods_available, choices=methods_available)
+    parser.add_argument("--dataset", default="mnist_embedded")
+    parser.add_argument("--arch", default="lenet")
+    parser.add_argument("--sigma", type=float, default=0.5)
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--batches", type=int, default=5, help="timed loader batches per repeat")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(argv)
+    methods = ["gaussian", *(m for m in args.methods if m != "gaussian")]
+    torch.manual_seed(0)
+    shape = {"lenet": (1, 28, 28)}.get(args.arch, (3, 32, 32))
+    count = args.batch_size * (args.batches + 1)
+    data = TensorDataset(torch.rand(count, *shape), torch.randint(0, 10, (count,)), torch.arange(count))
+    loader = DataLoader(data, batch_size=args.batch_size)
+    seconds: dict[str, list[float]] = {m: [] for m in methods}
+    passes: dict[str, tuple[float, float]] = {}
+    for _ in range(args.repeats):
+        for method in methods:
+            module = build_method(method, args.dataset, args.arch, args.sigma)
+            median, forward, backward = time_method(module, loader, args.batches)
+            seconds[method].append(median)
+            passes[method] = (forward, backward)
+    allocator = os.environ.get("GLIBC_TUNABLES", "default glibc malloc")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, allocator: {allocator}\n"
+        f"{args.arch} on {args.dataset} recipe, sigma={args.sigma}, batch {args.batch_size}, "
+        f"median of {args.batches} batches x {args.repeats} repeats"
+    )
+    base = statistics.median(seconds["gaussian"])
+    print(f"{'method':<14} {'ms/batch':>10} {'x gaussian':>11} {'fwd rows/img':>13} {'bwd rows/img':>13}")
+    for method in methods:
+        value = statistics.median(seconds[method])
+        forward, backward = passes[method]
+        print(f"{method:<14} {1000 * value:>10.1f} {value / base:>11.2f} {forward:>13.1f} {backward:>13.1f}")
+
+
+if __name__ == "__main__":
+    reexec_with_fast_allocator("rsbench.bench.training_cost")
+    main()

@@ -1,0 +1,71 @@
+"""OmegaConf resolvers that let method configs take the authors' defaults per dataset and sigma.
+
+A method YAML writes, for a hyperparameter whose published value depends on sigma (and the dataset)::
+
+    lbd: "${rs.lookup:{0.25: 0.5, 0.5: 1.0, 1.0: 2.0},${sigma}}"
+    num_steps: "${rs.lookup:{cifar10: {0.25: 4, 1.0: 4}, mnist: {0.25: 2, 1.0: 8}},${dataset.family},${sigma}}"
+
+``dataset.family`` names the dataset whose published values apply (``mnist`` for the embedded subset). So
+``python -m rsbench method=catrs dataset=cifar10 sigma=1.0`` resolves to the published value, ``--cfg job`` shows
+the whole table, and an explicit override (``method.lbd=4``) replaces the lookup. A combination the table does not
+cover fails with a message naming the key, the values and what to set instead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from omegaconf import Node, OmegaConf
+
+from rsbench.errors import ConfigError
+
+
+def lookup(table: Mapping[Any, Any], *keys: Any, _node_: Node | None = None) -> Any:
+    """``table[keys[0]][keys[1]]...``, matching float keys to 1e-9 (so ``sigma=1`` finds ``1.0``).
+
+    Raises:
+        ConfigError: a key is not in its table; the message names the config key and the keys available.
+    """
+    value: Any = table
+    for depth, key in enumerate(keys):
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{_where(_node_)}: the table has {depth} levels, but {len(keys)} keys were given")
+        match = _find(value, key)
+        if match is _MISSING:
+            where = _where(_node_)
+            raise ConfigError(
+                f"{where}: the authors' defaults cover {_describe(value)}, not {key!r}; "
+                f"set {where}=<value> explicitly to run this combination"
+            )
+        value = value[match]
+    return value
+
+
+_MISSING = object()
+
+
+def _find(table: Mapping[Any, Any], key: Any) -> Any:
+    if key in table:
+        return key
+    if isinstance(key, int | float) and not isinstance(key, bool):
+        for candidate in table:
+            if isinstance(candidate, int | float) and math.isclose(candidate, key, rel_tol=1e-9, abs_tol=1e-12):
+                return candidate
+    return _MISSING
+
+
+def _describe(table: Mapping[Any, Any]) -> str:
+    return ", ".join(repr(k) for k in table)
+
+
+def _where(node: Node | None) -> str:
+    if node is None:
+        return "this value"
+    return str(node._get_full_key(None))
+
+
+def register_resolvers() -> None:
+    """Register rsbench's resolvers with OmegaConf (idempotent)."""
+    OmegaConf.register_new_resolver("rs.lookup", lookup, replace=True)
