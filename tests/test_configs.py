@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -207,3 +208,41 @@ def test_config_is_struct(make_cfg) -> None:
     cfg = make_cfg()
     with pytest.raises((ConfigAttributeError, ConfigKeyError)):
         cfg.certify.nn = 1  # a typo'd key must not be silently accepted
+
+
+def test_slurm_launcher_preset_composes() -> None:
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
+        cfg = compose("config", overrides=["hydra/launcher=slurm"], return_hydra_config=True)
+    launcher = cfg.hydra.launcher
+    assert launcher._target_.endswith("SlurmLauncher")
+    assert (launcher.gpus_per_node, launcher.tasks_per_node, launcher.timeout_min) == (1, 1, 2880)
+    GlobalHydra.instance().clear()
+
+
+@pytest.mark.slow
+def test_local_jobs_launcher_runs_a_sweep_as_separate_jobs(tmp_path) -> None:
+    sweep = tmp_path / "sweep"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rsbench",
+            "-m",
+            "hydra/launcher=local_jobs",
+            "experiment=smoke",
+            "sigma=0.25,0.5",
+            "logger=none",
+            "trainer.enable_progress_bar=false",
+            f"hydra.sweep.dir={sweep}",
+        ],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        env={**os.environ, "RSBENCH_KEEP_ALLOCATOR": "1"},
+    )
+    sigmas = sorted(json.loads((sweep / job / "metrics.json").read_text())["sigma"] for job in ("0", "1"))
+    assert sigmas == [0.25, 0.5]

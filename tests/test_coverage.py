@@ -48,7 +48,7 @@ class EstimationArgmaxSmooth(Smooth):
     """
 
     def certify_with_details(self, x, n0, n, alpha, batch_size, *, seed=None):
-        generator = None if seed is None else make_generator(self._device(x), seed, ESTIMATION)
+        generator = None if seed is None else make_generator(self.device_for(x), seed, ESTIMATION)
         counts = self.sample_counts(x, n, batch_size, generator)
         selected = int(counts.argmax())
         count = int(counts[selected])

@@ -9,7 +9,17 @@ import numpy as np
 import pytest
 
 from rsbench.certify.metrics import average_certified_radius, certified_accuracy, radius_grid, radius_key
-from rsbench.certify.records import COLUMNS, CertificationLog, CertificationRow, read_rows
+from rsbench.certify.records import (
+    COLUMNS,
+    CertificationRow,
+    RecordWriter,
+    check_protocol,
+    merge_records,
+    read_records,
+    read_rows,
+    shard_record,
+    write_protocol,
+)
 from rsbench.certify.subset import certification_indices
 from rsbench.certify.summary import summarize, write_metrics
 from rsbench.errors import ProtocolMismatchError
@@ -18,11 +28,11 @@ PROTOCOL = {"n0": 100, "n": 1000, "alpha": 0.001, "sigma": 0.25, "seed": 0, "max
 
 
 def row(idx: int, radius: float = 0.5, correct: bool = True, predict: int = 3) -> CertificationRow:
-    return CertificationRow(idx, 3, predict, radius, correct, 0.5, 990, 0.97, 0.25)
+    return CertificationRow(idx, 3, predict, radius, correct, 0.5, 990, 1000, 0.97, 0.25)
 
 
 def test_row_round_trips_at_full_precision() -> None:
-    original = CertificationRow(7, 2, 2, 0.49999999999999994, True, 1.25, 999, 0.9984401, 0.25, sound=False)
+    original = CertificationRow(7, 2, 2, 0.49999999999999994, True, 1.25, 999, 1000, 0.9984401, 0.25, sound=False)
     line = original.to_line()
     assert line.endswith("\n")
     assert line.split("\t")[:6] == ["7", "2", "2", "0.49999999999999994", "1", "1.25"]
@@ -30,78 +40,99 @@ def test_row_round_trips_at_full_precision() -> None:
 
 
 def test_abstention_row() -> None:
-    abstain = CertificationRow(0, 4, -1, 0.0, False, 0.1, 480, 0.45, 0.5)
+    abstain = CertificationRow(0, 4, -1, 0.0, False, 0.1, 480, 1000, 0.45, 0.5)
     assert abstain.to_line().split("\t")[2:5] == ["-1", "0.0", "0"]
 
 
-def test_new_log_writes_header_and_flushes_each_row(tmp_path: Path) -> None:
+def test_writer_creates_the_header_and_flushes_each_row(tmp_path: Path) -> None:
     path = tmp_path / "certify.tsv"
-    with CertificationLog(path, PROTOCOL) as log:
-        assert log.open() == []
-        log.append(row(0))
+    with RecordWriter(path) as writer:
+        writer.append(row(0))
         # visible on disk before close: a killed process loses at most the row being computed
         assert read_rows(path) == [row(0)]
     assert path.read_text().splitlines()[0].split("\t") == list(COLUMNS)
-    assert json.loads((tmp_path / "certify_protocol.json").read_text()) == PROTOCOL
 
 
-def test_resume_returns_done_rows_and_appends(tmp_path: Path) -> None:
+def test_writer_appends_to_an_existing_record(tmp_path: Path) -> None:
     path = tmp_path / "certify.tsv"
-    with CertificationLog(path, PROTOCOL) as log:
-        log.open()
-        log.append(row(0))
-        log.append(row(1))
-    with CertificationLog(path, PROTOCOL) as log:
-        assert [r.idx for r in log.open()] == [0, 1]
-        log.append(row(2))
+    with RecordWriter(path) as writer:
+        writer.append(row(0))
+        writer.append(row(1))
+    with RecordWriter(path) as writer:
+        writer.append(row(2))
     assert [r.idx for r in read_rows(path)] == [0, 1, 2]
 
 
-def test_resume_drops_a_half_written_last_line(tmp_path: Path) -> None:
+def test_writer_drops_a_half_written_last_line(tmp_path: Path) -> None:
     path = tmp_path / "certify.tsv"
-    with CertificationLog(path, PROTOCOL) as log:
-        log.open()
-        log.append(row(0))
+    with RecordWriter(path) as writer:
+        writer.append(row(0))
     with path.open("a") as file:
         file.write(row(1).to_line()[:9])  # the process died in the middle of this write
     assert [r.idx for r in read_rows(path)] == [0]
-    with CertificationLog(path, PROTOCOL) as log:
-        assert [r.idx for r in log.open()] == [0]
-        log.append(row(1))
+    with RecordWriter(path) as writer:
+        writer.append(row(1))
     assert read_rows(path) == [row(0), row(1)]
 
 
-def test_other_protocol_is_refused_and_the_file_is_untouched(tmp_path: Path) -> None:
-    path = tmp_path / "certify.tsv"
-    with CertificationLog(path, PROTOCOL) as log:
-        log.open()
-        log.append(row(0))
-    before = path.read_text()
+def test_other_protocol_is_refused_and_the_record_is_untouched(tmp_path: Path) -> None:
+    write_protocol(tmp_path, PROTOCOL)
+    with RecordWriter(tmp_path / "certify.tsv") as writer:
+        writer.append(row(0))
+    before = (tmp_path / "certify.tsv").read_text()
+    check_protocol(tmp_path, PROTOCOL)
     with pytest.raises(ProtocolMismatchError, match=r"alpha: stored 0\.001, requested 0\.01"):
-        CertificationLog(path, {**PROTOCOL, "alpha": 0.01}).open()
-    assert path.read_text() == before
+        check_protocol(tmp_path, {**PROTOCOL, "alpha": 0.01})
+    assert (tmp_path / "certify.tsv").read_text() == before
 
 
 def test_extendable_keys_may_change(tmp_path: Path) -> None:
-    path = tmp_path / "certify.tsv"
-    with CertificationLog(path, PROTOCOL) as log:
-        log.open()
-        log.append(row(0))
-    with CertificationLog(path, {**PROTOCOL, "max_images": 20}, extendable={"max_images"}) as log:
-        assert [r.idx for r in log.open()] == [0]
-    assert json.loads((tmp_path / "certify_protocol.json").read_text())["max_images"] == 20
+    write_protocol(tmp_path, PROTOCOL)
+    with RecordWriter(tmp_path / "certify.tsv") as writer:
+        writer.append(row(0))
+    check_protocol(tmp_path, {**PROTOCOL, "max_images": 20}, extendable={"max_images"})
+    with pytest.raises(ProtocolMismatchError, match="max_images"):
+        check_protocol(tmp_path, {**PROTOCOL, "max_images": 20})
+
+
+def test_a_directory_without_rows_accepts_any_protocol(tmp_path: Path) -> None:
+    write_protocol(tmp_path, PROTOCOL)
+    check_protocol(tmp_path, {**PROTOCOL, "n": 5})
 
 
 def test_record_without_protocol_is_not_resumed(tmp_path: Path) -> None:
-    path = tmp_path / "certify.tsv"
-    path.write_text("\t".join(COLUMNS) + "\n" + row(0).to_line())
+    (tmp_path / "certify.tsv").write_text("\t".join(COLUMNS) + "\n" + row(0).to_line())
     with pytest.raises(ProtocolMismatchError, match=r"without certify_protocol\.json"):
-        CertificationLog(path, PROTOCOL).open()
+        check_protocol(tmp_path, PROTOCOL)
 
 
-def test_append_before_open_is_an_error(tmp_path: Path) -> None:
-    with pytest.raises(RuntimeError, match="open"):
-        CertificationLog(tmp_path / "certify.tsv", PROTOCOL).append(row(0))
+def test_shards_merge_into_one_sorted_record(tmp_path: Path) -> None:
+    assert shard_record(0, 1) == "certify.tsv"
+    with RecordWriter(tmp_path / "certify.tsv") as writer:
+        writer.append(row(4))
+    for rank, indices in ((0, [0, 2]), (1, [1, 3])):
+        with RecordWriter(tmp_path / shard_record(rank, 2)) as writer:
+            for idx in indices:
+                writer.append(row(idx))
+    assert sorted(read_records(tmp_path)) == [0, 1, 2, 3, 4]
+    merged = merge_records(tmp_path)
+    assert [r.idx for r in merged] == [0, 1, 2, 3, 4]
+    assert [r.idx for r in read_rows(tmp_path / "certify.tsv")] == [0, 1, 2, 3, 4]
+    assert [p.name for p in tmp_path.glob("certify*.tsv")] == ["certify.tsv"]
+
+
+def test_conflicting_rows_for_one_image_are_an_error(tmp_path: Path) -> None:
+    with RecordWriter(tmp_path / "certify.tsv") as writer:
+        writer.append(row(0, radius=0.5))
+    with RecordWriter(tmp_path / shard_record(1, 2)) as writer:
+        writer.append(row(0, radius=0.7))
+    with pytest.raises(ValueError, match="disagree about image 0"):
+        read_records(tmp_path)
+
+
+def test_append_outside_the_context_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="entered"):
+        RecordWriter(tmp_path / "certify.tsv").append(row(0))
 
 
 def test_metrics_match_numpy_reference() -> None:

@@ -1,25 +1,38 @@
-"""Benchmark: CERTIFY throughput against the raw forward pass of the same model at the same batch size.
+"""Benchmark: CERTIFY throughput and memory against the raw forward pass, Cohen's loop and IBM ART.
 
     python -m rsbench.bench.certify_throughput [--arch lenet cifar_resnet20] [--images 4] [--n 10000]
+                                               [--variants ...] [--memory]
 
 For each architecture (randomly initialised: throughput does not depend on the weights' values), in one process,
-with the two variants interleaved and repeated (this machine varies by 10-30% between runs):
+the variants are interleaved and repeated (this machine varies by 10-30% between processes), and each certifies the
+same images with n0 + n noisy samples per image:
 
 - ``forward``: the model alone on pre-drawn noisy batches of ``batch_size`` (the ceiling: no noise, no counting);
-- ``certify``: :meth:`rsbench.Smooth.certify_with_details` on ``images`` test-like images (n0 + n samples each).
+- ``cohen``: Cohen et al.'s per-image loop (``x.repeat``, ``randn_like`` per batch, a Python counting loop),
+  rewritten here as the reference code's baseline;
+- ``art``: IBM ART's ``PyTorchRandomizedSmoothing.certify`` (``sample_size`` = n0; needs the ``bench`` extra);
+- ``rsbench``: :meth:`rsbench.Smooth.certify_batch` in fp32, and with the options of ``--variants``: ``bf16``
+  autocast, ``channels_last``, ``compile`` (torch.compile; its compile time is reported separately) and ``packed``
+  (several images per forward pass when n < batch size).
 
-It prints noisy samples per second (median over repeats) and the ratio certify / forward: how much of the model's
-own throughput certification keeps after drawing noise, counting votes and computing the bound.
+It prints noisy samples per second (median over repeats) and each variant's ratio to the forward pass and to ART.
+``--memory`` certifies one 3x224x224 input at growing n, each in a fresh process, with rsbench (and at small n with
+ART, whose host noise array grows with n) and prints each process's peak resident memory.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import os
+import resource
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -27,56 +40,139 @@ from rsbench.allocator import reexec_with_fast_allocator
 from rsbench.archs import CifarResNet, Classifier, LeNet
 from rsbench.certify.smooth import Smooth
 
+NORMALIZE = {"kind": "normalize", "mean": [0.5] * 3, "std": [0.25] * 3}
 MODELS: dict[str, Callable[[], tuple[nn.Module, tuple[int, int, int]]]] = {
     "lenet": lambda: (Classifier("lenet", LeNet(10), {"kind": "identity"}), (1, 28, 28)),
-    "cifar_resnet20": lambda: (
-        Classifier("cifar_resnet20", CifarResNet(20, 10), {"kind": "normalize", "mean": [0.5] * 3, "std": [0.25] * 3}),
-        (3, 32, 32),
-    ),
-    "cifar_resnet110": lambda: (
-        Classifier(
-            "cifar_resnet110", CifarResNet(110, 10), {"kind": "normalize", "mean": [0.5] * 3, "std": [0.25] * 3}
-        ),
-        (3, 32, 32),
-    ),
+    "cifar_resnet20": lambda: (Classifier("cifar_resnet20", CifarResNet(20, 10), NORMALIZE), (3, 32, 32)),
+    "cifar_resnet110": lambda: (Classifier("cifar_resnet110", CifarResNet(110, 10), NORMALIZE), (3, 32, 32)),
 }
+OPTIONS = ("bf16", "channels_last", "bf16+channels_last", "compile", "packed")
 
 
-def forward_rate(model: nn.Module, batch: torch.Tensor, samples: int) -> float:
-    """Samples per second of ``model`` on ``batch`` (already noisy), for about ``samples`` samples."""
-    calls = max(1, samples // batch.shape[0])
-    with torch.inference_mode():
-        start = time.perf_counter()
-        for _ in range(calls):
-            model(batch).argmax(dim=1)
-        elapsed = time.perf_counter() - start
-    return calls * batch.shape[0] / elapsed
+def cohen_counts(model: nn.Module, x: torch.Tensor, num: int, batch_size: int, sigma: float) -> np.ndarray:
+    """Cohen et al.'s ``Smooth._sample_noise``: repeat the image, add fresh noise, count votes in a Python loop."""
+    counts = np.zeros(10, dtype=int)
+    with torch.no_grad():
+        remaining = num
+        while remaining > 0:
+            this_batch = min(batch_size, remaining)
+            remaining -= this_batch
+            batch = x.repeat((this_batch, 1, 1, 1))
+            noise = torch.randn_like(batch) * sigma
+            predictions = model(batch + noise).argmax(1)
+            for index in predictions.cpu().numpy():
+                counts[index] += 1
+    return counts
 
 
-def certify_rate(smooth: Smooth, images: torch.Tensor, n0: int, n: int, batch_size: int) -> float:
-    """Noisy samples per second of CERTIFY over ``images`` (selection and estimation samples both counted)."""
-    start = time.perf_counter()
-    for i, image in enumerate(images):
-        smooth.certify_with_details(image, n0, n, 0.001, batch_size, seed=i)
-    elapsed = time.perf_counter() - start
-    return len(images) * (n0 + n) / elapsed
+def make_variants(
+    model: nn.Module, shape: tuple[int, ...], args: argparse.Namespace
+) -> dict[str, Callable[[torch.Tensor], object]]:
+    """Each variant as a function certifying a batch of images (``[K, C, H, W]``)."""
+    n0, n, batch, sigma, alpha = args.n0, args.n, args.batch_size, args.sigma, 0.001
+    noisy_batch = torch.rand(*shape) + sigma * torch.randn(batch, *shape)
+
+    def forward(xs: torch.Tensor) -> None:
+        with torch.inference_mode():
+            for _ in range(len(xs) * (n0 + n) // batch):
+                model(noisy_batch).argmax(dim=1)
+
+    def cohen(xs: torch.Tensor) -> None:
+        model.eval()
+        for x in xs:
+            cohen_counts(model, x, n0, batch, sigma)
+            cohen_counts(model, x, n, batch, sigma)
+
+    def rsbench(smooth: Smooth, per_batch: int) -> Callable[[torch.Tensor], None]:
+        def certify(xs: torch.Tensor) -> None:
+            for first in range(0, len(xs), per_batch):
+                chunk = xs[first : first + per_batch]
+                smooth.certify_batch(chunk, n0, n, alpha, batch, seeds=list(range(first, first + len(chunk))))
+
+        return certify
+
+    variants: dict[str, Callable[[torch.Tensor], object]] = {"forward": forward, "cohen": cohen}
+    if not args.no_art:
+        variants["art"] = make_art(model, shape, args)
+    variants["rsbench"] = rsbench(Smooth(model, 10, sigma), 1)
+    for option in args.variants:
+        if option == "compile":
+            compiled = torch.compile(model)
+            start = time.perf_counter()
+            Smooth(compiled, 10, sigma).sample_counts(torch.rand(*shape), batch, batch)
+            print(f"  torch.compile warm-up: {time.perf_counter() - start:.1f} s")
+            variants["rsbench+compile"] = rsbench(Smooth(compiled, 10, sigma), 1)
+        elif option == "packed":
+            variants["rsbench+packed"] = rsbench(Smooth(model, 10, sigma), max(1, batch // n))
+        else:
+            precision = "bf16" if "bf16" in option else "fp32"
+            last = "channels_last" in option
+            converted = copy.deepcopy(model).to(memory_format=torch.channels_last) if last else model
+            smooth = Smooth(converted, 10, sigma, precision=precision, channels_last=last)  # type: ignore[arg-type]
+            variants[f"rsbench+{option}"] = rsbench(smooth, 1)
+    return variants
 
 
-def bench(arch: str, images: int, n0: int, n: int, batch_size: int, repeats: int, sigma: float) -> dict[str, float]:
-    """Median throughputs of the forward pass and of CERTIFY for one architecture."""
+def make_art(model: nn.Module, shape: tuple[int, ...], args: argparse.Namespace) -> Callable[[torch.Tensor], object]:
+    """ART's randomized-smoothing estimator around the same model (selection with sample_size = n0 draws)."""
+    from art.estimators.certification.randomized_smoothing import PyTorchRandomizedSmoothing
+
+    estimator = PyTorchRandomizedSmoothing(
+        model=model,
+        loss=nn.CrossEntropyLoss(),
+        input_shape=shape,
+        nb_classes=10,
+        device_type="cpu" if not torch.cuda.is_available() else "gpu",
+        sample_size=args.n0,
+        scale=args.sigma,
+        alpha=0.001,
+    )
+    return lambda xs: estimator.certify(xs.numpy(), n=args.n, batch_size=args.batch_size)
+
+
+def bench(arch: str, args: argparse.Namespace) -> dict[str, float]:
+    """Median noisy samples per second of each variant for one architecture."""
     torch.manual_seed(0)
     model, shape = MODELS[arch]()
     model.eval()
-    xs = torch.rand(images, *shape)
-    noisy_batch = xs[0] + sigma * torch.randn(batch_size, *shape)
-    smooth = Smooth(model, 10, sigma)
-    forward_rate(model, noisy_batch, 2 * batch_size)  # warm-up: allocator, kernels
-    smooth.certify_with_details(xs[0], n0, batch_size, 0.001, batch_size)
-    rates: dict[str, list[float]] = {"forward": [], "certify": []}
-    for _ in range(repeats):
-        rates["forward"].append(forward_rate(model, noisy_batch, images * (n0 + n)))
-        rates["certify"].append(certify_rate(smooth, xs, n0, n, batch_size))
+    xs = torch.rand(args.images, *shape)
+    variants = make_variants(model, shape, args)
+    for run in variants.values():  # warm-up: allocator, kernels, ART's graph
+        run(xs[:1])
+    rates: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(args.repeats):
+        for name, run in variants.items():
+            start = time.perf_counter()
+            run(xs)
+            rates[name].append(len(xs) * (args.n0 + args.n) / (time.perf_counter() - start))
     return {name: statistics.median(values) for name, values in rates.items()}
+
+
+def memory_probe(implementation: str, n: int, batch_size: int, sigma: float) -> None:
+    """Certify one 3x224x224 input with ``implementation`` (rsbench or art) at ``n``; print this process's peak RSS."""
+    layers = [nn.Conv2d(3, 8, 7, stride=8), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10)]
+    model = nn.Sequential(*layers).eval()
+    x = torch.rand(3, 224, 224)
+    start = time.perf_counter()
+    if implementation == "rsbench":
+        Smooth(model, 10, sigma).certify_with_details(x, 100, n, 0.001, batch_size, seed=0)
+    else:
+        args = argparse.Namespace(n0=100, n=n, sigma=sigma, batch_size=batch_size)
+        make_art(model, (3, 224, 224), args)(x.unsqueeze(0))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kilobytes on Linux
+    print(f"{implementation} n={n:,}: peak resident memory {peak / 2**30:.2f} GiB, {time.perf_counter() - start:.1f} s")
+
+
+def memory_scaling(args: argparse.Namespace) -> None:
+    """Peak memory of certifying one 3x224x224 input, each in a fresh process: rsbench at growing n, ART at small n."""
+    print(f"\npeak memory of a process certifying one 3x224x224 input (tiny conv net, batch {args.batch_size}):")
+    runs = [("rsbench", n) for n in (1_000, 10_000, 100_000)]
+    runs += [] if args.no_art else [("art", n) for n in (1_000, 4_000)]
+    for implementation, n in runs:
+        command = [sys.executable, "-m", "rsbench.bench.certify_throughput", "--memory-probe", implementation]
+        command += ["--n", str(n), "--batch-size", str(args.batch_size), "--sigma", str(args.sigma)]
+        result = subprocess.run(command, capture_output=True, text=True, check=True)
+        print("  " + result.stdout.strip().splitlines()[-1])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -89,17 +185,28 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--sigma", type=float, default=0.25)
+    parser.add_argument("--variants", nargs="*", default=[], choices=OPTIONS, help="rsbench options to add")
+    parser.add_argument("--no-art", action="store_true", help="skip ART (not installed: pip install -e '.[bench]')")
+    parser.add_argument("--memory", action="store_true", help="also show memory against n on a 3x224x224 input")
+    parser.add_argument("--memory-probe", choices=["rsbench", "art"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.memory_probe:
+        memory_probe(args.memory_probe, args.n, args.batch_size, args.sigma)
+        return
     allocator = os.environ.get("GLIBC_TUNABLES", "default glibc malloc")
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, allocator: {allocator}\n"
         f"batch {args.batch_size}, n0={args.n0}, n={args.n}, {args.images} images x {args.repeats} repeats (medians)"
     )
-    print(f"{'arch':<16} {'forward samples/s':>18} {'certify samples/s':>18} {'certify/forward':>16}")
     for arch in args.arch:
-        result = bench(arch, args.images, args.n0, args.n, args.batch_size, args.repeats, args.sigma)
-        ratio = result["certify"] / result["forward"]
-        print(f"{arch:<16} {result['forward']:>18,.0f} {result['certify']:>18,.0f} {ratio:>16.3f}")
+        results = bench(arch, args)
+        forward = results["forward"]
+        art = results.get("art", float("nan"))
+        print(f"\n{arch}:\n{'variant':<28} {'samples/s':>10} {'x forward':>10} {'x ART':>7}")
+        for name, rate in results.items():
+            print(f"{name:<28} {rate:>10,.0f} {rate / forward:>10.3f} {rate / art:>7.2f}")
+    if args.memory:
+        memory_scaling(args)
 
 
 if __name__ == "__main__":

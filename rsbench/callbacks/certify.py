@@ -5,25 +5,42 @@ is computed, resumed after an interruption), ``metrics.json`` (ACR, certified ac
 protocol) and ``certified_accuracy.png``. It logs ``certify/acr`` and ``certify/acc@<r>`` through Lightning (so
 every logger and a sweeper see them) and, when a W&B logger is present, the curve as a line plot and a table,
 and the records as an artifact.
+
+Under a multi-process strategy (DDP), rank r certifies every world_size-th image of the subset (a static share, so
+a resumed run never computes an image twice), appends to its own shard file, and rank 0 merges the shards and
+writes the summary: the rows are the ones a single process would produce, because each image's noise streams are
+seeded by (seed, image index) alone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytorch_lightning as pl
+import torch
 from pytorch_lightning.loggers import WandbLogger
+from torch import nn
 from tqdm.auto import tqdm
 
 from rsbench.archs.classifier import weights_fingerprint
-from rsbench.certify.bounds import check_alpha
+from rsbench.certify.bounds import check_alpha, radius_cap
 from rsbench.certify.plot import accuracy_curve, plot_certified_accuracy
-from rsbench.certify.records import CertificationLog, CertificationRow
+from rsbench.certify.records import (
+    CertificationRow,
+    RecordWriter,
+    check_protocol,
+    merge_records,
+    read_records,
+    shard_record,
+    write_protocol,
+)
 from rsbench.certify.seeding import derive_seed
-from rsbench.certify.smooth import Smooth
+from rsbench.certify.sequential import LookSchedule, certify_sequential
+from rsbench.certify.smooth import PRECISIONS, Certificate, Precision, Smooth
 from rsbench.certify.subset import certification_indices, indices_digest
 from rsbench.certify.summary import format_summary, summarize, write_metrics
 from rsbench.methods.base import SmoothingModule
@@ -31,24 +48,41 @@ from rsbench.noise import check_sigma
 
 log = logging.getLogger(__name__)
 
+Mode = Literal["standard", "sequential"]
+EXTENDABLE = {"max_images"}  # protocol keys a resumed run may change (certify more images later)
+
 
 class CertifyCallback(pl.Callback):
     """Certify the test split with Cohen et al.'s CERTIFY when the test epoch ends.
 
     Args:
         n0: selection samples per image.
-        n: estimation samples per image.
+        n: estimation samples per image (the most per image in sequential mode).
         alpha: failure probability of each certificate.
         batch_size: noisy samples per forward pass.
         start: the first test index certified.
         skip: certify every ``skip``-th test image.
         max_images: certify at most this many images (``None``: all selected).
         seed: the certification seed; image i's noise streams derive from (seed, i), so results are reproducible
-            and an interrupted run resumes with the numbers an uninterrupted one would give.
+            and an interrupted run resumes with the numbers an uninterrupted one would give (same batch_size).
         sigma: the certification noise level; ``None`` uses the model's training sigma.
         radius_step: the step of the radius grid in ``metrics.json``.
         output_dir: where the files go; the trainer's ``default_root_dir`` when ``None``.
         enabled: set false to skip certification.
+        mode: ``standard`` (Cohen et al.'s fixed-n CERTIFY) or ``sequential`` (stops sampling an image once its
+            certificate up to ``radius_cap`` is decided, at the same overall alpha; see
+            :mod:`rsbench.certify.sequential`).
+        radius_cap: sequential mode: the largest radius reported; ``None``: 3 sigma (Phi(3) = 0.99865, reached
+            after about 7,000 samples when every vote is right).
+        first_look: sequential mode: estimation samples before the first look.
+        growth: sequential mode: each look's cumulative sample count is the previous one times ``growth``.
+        precision: ``fp32``, or ``bf16``/``fp16`` autocast of the network (noise stays fp32; the certificate holds
+            for the network as evaluated).
+        channels_last: run the network in channels-last memory format (no effect on values).
+        compile: ``torch.compile`` the network before certifying (a one-off compile cost; no effect on values
+            beyond floating-point reassociation).
+        images_per_batch: images packed into each forward pass in standard mode (each keeps its own noise
+            streams); ``None`` packs ``max(1, batch_size // n)`` so small-n runs fill the batch.
     """
 
     def __init__(
@@ -65,8 +99,16 @@ class CertifyCallback(pl.Callback):
         radius_step: float = 0.25,
         output_dir: str | None = None,
         enabled: bool = True,
+        mode: Mode = "standard",
+        radius_cap: float | None = None,
+        first_look: int = 1000,
+        growth: float = 2.0,
+        precision: Precision = "fp32",
+        channels_last: bool = False,
+        compile: bool = False,
+        images_per_batch: int | None = None,
     ) -> None:
-        for key, value in {"n0": n0, "n": n, "batch_size": batch_size}.items():
+        for key, value in {"n0": n0, "n": n, "batch_size": batch_size, "first_look": first_look}.items():
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"certify.{key} must be an integer >= 1, got {value!r}")
         check_alpha(alpha)
@@ -76,17 +118,29 @@ class CertifyCallback(pl.Callback):
             raise ValueError(f"certify.radius_step must be > 0, got {radius_step}")
         if seed < 0:
             raise ValueError(f"certify.seed must be >= 0, got {seed}")
+        if mode not in ("standard", "sequential"):
+            raise ValueError(f"certify.mode must be 'standard' or 'sequential', got {mode!r}")
+        if radius_cap is not None and radius_cap <= 0:
+            raise ValueError(f"certify.radius_cap must be > 0 or null (3 sigma), got {radius_cap!r}")
+        if precision not in PRECISIONS:
+            raise ValueError(f"certify.precision must be one of {list(PRECISIONS)}, got {precision!r}")
+        if images_per_batch is not None and images_per_batch < 1:
+            raise ValueError(f"certify.images_per_batch must be >= 1 or null (auto), got {images_per_batch}")
         certification_indices(1, start, skip, max_images)  # validates the subset arguments
+        self.schedule = LookSchedule(min(first_look, n), growth, n) if mode == "sequential" else None
         self.n0, self.n, self.alpha, self.batch_size = n0, n, alpha, batch_size
         self.start, self.skip, self.max_images = start, skip, max_images
         self.seed, self.sigma, self.radius_step = seed, sigma, radius_step
         self.output_dir = output_dir
         self.enabled = enabled
+        self.mode, self.radius_cap = mode, radius_cap
+        self.precision, self.channels_last, self.compile = precision, channels_last, compile
+        self.images_per_batch = images_per_batch or max(1, batch_size // n)
         self.summary: dict[str, Any] | None = None
 
     def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        """Certify the chosen test images, write the files and log the results."""
-        if not self.enabled or not trainer.is_global_zero:
+        """Certify this rank's share of the chosen test images; rank 0 merges, summarises and logs."""
+        if not self.enabled:
             return
         if not isinstance(pl_module, SmoothingModule):
             raise TypeError(f"CertifyCallback needs a rsbench SmoothingModule, got {type(pl_module).__name__}")
@@ -98,7 +152,6 @@ class CertifyCallback(pl.Callback):
         output_dir = Path(self.output_dir or trainer.default_root_dir)
         indices = certification_indices(len(dataset), self.start, self.skip, self.max_images)
         net = pl_module.net
-        smooth = Smooth(net, datamodule.num_classes, sigma)
         meta = {
             "method": pl_module.method_name,
             "dataset": datamodule.name,
@@ -106,8 +159,39 @@ class CertifyCallback(pl.Callback):
             "seed": self.seed,
             "model_fingerprint": weights_fingerprint(net),
         }
-        protocol = {
-            **meta,
+        protocol = {**meta, **self._protocol(sigma, len(dataset))}
+        rank, world_size = trainer.global_rank, trainer.world_size
+        if rank == 0:
+            check_protocol(output_dir, protocol, EXTENDABLE)
+            write_protocol(output_dir, protocol)
+        _barrier(trainer)
+        with self._prepared(net) as classifier:
+            smooth = Smooth(
+                classifier, datamodule.num_classes, sigma, precision=self.precision, channels_last=self.channels_last
+            )
+            self._certify_share(smooth, dataset, indices[rank::world_size], output_dir / shard_record(rank, world_size))
+        _barrier(trainer)
+        if rank != 0:
+            return
+        rows_by_idx = {row.idx: row for row in merge_records(output_dir)}
+        extra = sorted(set(rows_by_idx).difference(indices))
+        if extra:
+            log.warning("certify.tsv holds %d rows outside the requested subset; they are not summarised", len(extra))
+        rows = [rows_by_idx[i] for i in indices]
+        self.summary = self._summarize(rows, sigma, meta, indices, len(dataset))
+        write_metrics(self.summary, output_dir / "metrics.json")
+        radii, correct = [r.radius for r in rows], [r.correct for r in rows]
+        title = f"{meta['method']} on {meta['dataset']} ({meta['arch']}), sigma={sigma}"
+        note = f"{len(rows)} images, n0={self.n0}, n={self.n}, alpha={self.alpha}, {self.mode} CERTIFY"
+        plot_certified_accuracy(
+            radii, correct, self.summary["radius_cap"], output_dir / "certified_accuracy.png", title, note
+        )
+        log.info("certification results (%s):\n%s", output_dir, format_summary(self.summary))
+        self._log(trainer, pl_module, self.summary, output_dir, radii, correct)
+
+    def _protocol(self, sigma: float, test_size: int) -> dict[str, Any]:
+        """Everything the rows depend on besides the model: resuming under other values is refused."""
+        protocol: dict[str, Any] = {
             "n0": self.n0,
             "n": self.n,
             "alpha": self.alpha,
@@ -115,86 +199,109 @@ class CertifyCallback(pl.Callback):
             "start": self.start,
             "skip": self.skip,
             "max_images": self.max_images,
-            "test_size": len(dataset),
+            "test_size": test_size,
+            "mode": self.mode,
+            "precision": self.precision,
         }
-        with CertificationLog(output_dir / "certify.tsv", protocol, extendable={"max_images"}) as records:
-            done = {row.idx: row for row in records.open()}
-            rows = self._certify(smooth, dataset, indices, done, records)
-        summary = summarize(
+        if self.schedule is not None:
+            protocol.update(radius_cap=self._cap(sigma), looks=self.schedule.looks(), radius_step=self.radius_step)
+        return protocol
+
+    def _cap(self, sigma: float) -> float:
+        """The largest radius reported: the fixed-n cap, or in sequential mode ``radius_cap`` (3 sigma if unset)."""
+        if self.schedule is None:
+            return radius_cap(sigma, self.n, self.alpha)
+        return self.radius_cap if self.radius_cap is not None else 3.0 * sigma
+
+    @contextlib.contextmanager
+    def _prepared(self, net: nn.Module) -> Iterator[nn.Module]:
+        """The network as certified (channels-last and/or compiled when asked), restored afterwards."""
+        if self.channels_last:
+            net.to(memory_format=torch.channels_last)
+        try:
+            yield torch.compile(net) if self.compile else net  # type: ignore[misc]
+        finally:
+            if self.channels_last:
+                net.to(memory_format=torch.contiguous_format)
+
+    def _certify_share(self, smooth: Smooth, dataset: Any, share: list[int], record: Path) -> None:
+        """Certify the images of ``share`` not yet recorded, appending each row to ``record`` as it is done."""
+        done = set(read_records(record.parent)).intersection(share) if record.parent.exists() else set()
+        todo = [i for i in share if i not in done]
+        if done:
+            log.info("resuming certification: %d of %d images already certified", len(done), len(share))
+        progress = tqdm(total=len(share), initial=len(done), desc="certify", unit="img", mininterval=1.0)
+        with RecordWriter(record) as writer:
+            for first in range(0, len(todo), self.images_per_batch):
+                group = todo[first : first + self.images_per_batch]
+                items = [dataset[i] for i in group]
+                for idx, (_, label), cert in zip(group, items, self._certify_group(smooth, items, group), strict=True):
+                    writer.append(self._row(idx, int(label), cert))
+                    progress.update(1)
+        progress.close()
+
+    def _certify_group(self, smooth: Smooth, items: list[Any], group: list[int]) -> list[Certificate]:
+        """Certificates for a group of images, each with its own noise streams seeded by (seed, index)."""
+        seeds = [derive_seed(self.seed, idx) for idx in group]
+        xs = torch.stack([item[0] for item in items])
+        if self.schedule is None:
+            return smooth.certify_batch(xs, self.n0, self.n, self.alpha, self.batch_size, seeds=seeds)
+        return [
+            certify_sequential(
+                smooth,
+                x,
+                self.n0,
+                self.alpha,
+                self.batch_size,
+                radius_cap=self._cap(smooth.sigma),
+                schedule=self.schedule,
+                radius_step=self.radius_step,
+                seed=seed,
+            )
+            for x, seed in zip(xs, seeds, strict=True)
+        ]
+
+    @staticmethod
+    def _row(idx: int, label: int, cert: Certificate) -> CertificationRow:
+        return CertificationRow(
+            idx=idx,
+            label=label,
+            predict=cert.prediction,
+            radius=cert.radius,
+            correct=cert.prediction == label,
+            time=round(cert.seconds, 4),
+            count=cert.count,
+            n=cert.n,
+            pA_lower=cert.p_a_lower,
+            sigma=cert.sigma,
+        )
+
+    def _summarize(
+        self, rows: list[CertificationRow], sigma: float, meta: dict[str, Any], indices: list[int], test_size: int
+    ) -> dict[str, Any]:
+        return summarize(
             rows,
             sigma=sigma,
             n0=self.n0,
             n=self.n,
             alpha=self.alpha,
             radius_step=self.radius_step,
+            cap=self._cap(sigma),
             extra={
                 **meta,
+                "mode": self.mode,
+                "precision": self.precision,
+                "mean_samples": sum(row.n for row in rows) / len(rows) if rows else 0.0,
                 "subset": {
                     "start": self.start,
                     "skip": self.skip,
                     "max_images": self.max_images,
-                    "test_size": len(dataset),
+                    "test_size": test_size,
                     "digest": indices_digest(indices),
                     "indices": indices,
                 },
             },
         )
-        write_metrics(summary, output_dir / "metrics.json")
-        cap = summary["radius_cap"]
-        radii, correct = [r.radius for r in rows], [r.correct for r in rows]
-        title = f"{summary['method']} on {summary['dataset']} ({summary['arch']}), sigma={sigma}"
-        note = f"{len(rows)} images, n0={self.n0}, n={self.n}, alpha={self.alpha}"
-        plot_certified_accuracy(radii, correct, cap, output_dir / "certified_accuracy.png", title, note)
-        self.summary = summary
-        log.info("certification results (%s):\n%s", output_dir, format_summary(summary))
-        self._log(trainer, pl_module, summary, output_dir, radii, correct)
-
-    def _certify(
-        self,
-        smooth: Smooth,
-        dataset: Any,
-        indices: list[int],
-        done: dict[int, CertificationRow],
-        records: CertificationLog,
-    ) -> list[CertificationRow]:
-        """Certify the images not in ``done``, appending each row as soon as it is computed."""
-        extra = sorted(set(done).difference(indices))
-        if extra:
-            log.warning("certify.tsv holds %d rows outside the requested subset; they are not summarised", len(extra))
-        todo = [i for i in indices if i not in done]
-        if done:
-            log.info(
-                "resuming certification: %d of %d images already in certify.tsv", len(indices) - len(todo), len(indices)
-            )
-        progress = tqdm(
-            total=len(indices), initial=len(indices) - len(todo), desc="certify", unit="img", mininterval=1.0
-        )
-        wanted = set(indices)
-        correct_radius_sum = sum(r.radius for r in done.values() if r.correct and r.idx in wanted)
-        for count, idx in enumerate(todo, start=len(indices) - len(todo) + 1):
-            x, label = dataset[idx][:2]
-            started = time.perf_counter()
-            cert = smooth.certify_with_details(
-                x, self.n0, self.n, self.alpha, self.batch_size, seed=derive_seed(self.seed, idx)
-            )
-            row = CertificationRow(
-                idx=idx,
-                label=int(label),
-                predict=cert.prediction,
-                radius=cert.radius,
-                correct=cert.prediction == int(label),
-                time=round(time.perf_counter() - started, 4),
-                count=cert.count,
-                pA_lower=cert.p_a_lower,
-                sigma=cert.sigma,
-            )
-            records.append(row)
-            done[idx] = row
-            correct_radius_sum += row.radius if row.correct else 0.0
-            progress.update(1)
-            progress.set_postfix(acr=f"{correct_radius_sum / count:.3f}", refresh=False)
-        progress.close()
-        return [done[i] for i in indices]
 
     def _log(
         self,
@@ -213,6 +320,11 @@ class CertifyCallback(pl.Callback):
         for logger in trainer.loggers:
             if isinstance(logger, WandbLogger):
                 _log_to_wandb(logger, summary, output_dir, radii, correct)
+
+
+def _barrier(trainer: pl.Trainer) -> None:
+    if trainer.world_size > 1:
+        trainer.strategy.barrier("certify")
 
 
 def _log_to_wandb(

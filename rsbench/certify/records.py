@@ -1,13 +1,15 @@
 """``certify.tsv``: the per-image certification record, appended and flushed row by row, resumable after a crash.
 
 The first six columns are Cohen et al.'s ``idx label predict radius correct time``; rsbench adds ``count``
-(votes for the selected class among the n estimation samples), ``pA_lower``, ``sigma`` and ``sound`` (whether the
-row is a sound certificate: false only for data-dependent-sigma certificates). Radii are written at full float
+(votes for the selected class among the estimation samples), ``n`` (estimation samples drawn: the protocol's n, or
+fewer when sequential certification stopped early), ``pA_lower``, ``sigma`` and ``sound`` (whether the row is a
+sound certificate: false only for data-dependent-sigma certificates). Radii are written at full float
 precision, so grid thresholds never round a 0.4996 up to 0.5.
 
 Next to it, ``certify_protocol.json`` records what the rows depend on (n0, n, alpha, sigma, seed, the subset, the
 model's weights fingerprint). Rerunning into the same directory continues after the last complete row; a protocol
-that differs is refused instead of mixing two experiments in one file.
+that differs is refused instead of mixing two experiments in one file. When several ranks certify shares of the
+images, each appends to its own ``certify.rank<r>-of-<w>.tsv`` and the shards are merged into ``certify.tsv``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ COLUMNS: tuple[str, ...] = (
     "correct",
     "time",
     "count",
+    "n",
     "pA_lower",
     "sigma",
     "sound",
@@ -46,6 +49,7 @@ class CertificationRow:
     correct: bool
     time: float
     count: int
+    n: int
     pA_lower: float
     sigma: float
     sound: bool = True
@@ -92,94 +96,139 @@ def read_rows(path: Path) -> list[CertificationRow]:
     return [CertificationRow.from_line(line) for line in body if line]
 
 
-class CertificationLog:
-    """Append-only ``certify.tsv`` plus its protocol, resuming after the last complete row.
+RECORD = "certify.tsv"
+PROTOCOL = "certify_protocol.json"
+
+
+def shard_record(rank: int, world_size: int) -> str:
+    """The file a rank appends its rows to: ``certify.tsv`` alone, ``certify.rank<r>-of-<w>.tsv`` when sharded."""
+    return RECORD if world_size == 1 else f"certify.rank{rank}-of-{world_size}.tsv"
+
+
+def record_files(directory: Path) -> list[Path]:
+    """``certify.tsv`` and every shard file in ``directory`` that exists."""
+    directory = Path(directory)
+    files = sorted(directory.glob("certify.rank*-of-*.tsv"))
+    return ([directory / RECORD] if (directory / RECORD).exists() else []) + files
+
+
+def read_records(directory: Path) -> dict[int, CertificationRow]:
+    """Every certified row in ``directory`` (main record and shards), keyed by image index.
+
+    Raises:
+        ValueError: two files disagree about an image (they were not written by one rsbench protocol).
+    """
+    rows: dict[int, CertificationRow] = {}
+    for path in record_files(directory):
+        for row in read_rows(path):
+            if row.idx in rows and rows[row.idx] != row:
+                raise ValueError(f"{path} and another record disagree about image {row.idx}; not one rsbench run")
+            rows[row.idx] = row
+    return rows
+
+
+def check_protocol(directory: Path, protocol: Mapping[str, Any], extendable: Iterable[str] = ()) -> None:
+    """Refuse to continue rows in ``directory`` that were certified under another protocol.
+
+    A directory without certification rows accepts any protocol. Keys in ``extendable`` (``max_images``: certify
+    more images later) may differ.
+
+    Raises:
+        ProtocolMismatchError: the stored protocol differs, or rows exist without a stored protocol.
+    """
+    directory = Path(directory)
+    if not record_files(directory):
+        return
+    stored_path = directory / PROTOCOL
+    if not stored_path.exists():
+        raise ProtocolMismatchError(
+            f"{directory / RECORD} exists without {PROTOCOL}, so it cannot be resumed safely; "
+            "move it away or choose another output directory"
+        )
+    stored = json.loads(stored_path.read_text())
+    skip = set(extendable)
+    differences = [
+        f"  {key}: stored {stored.get(key, '<missing>')!r}, requested {value!r}"
+        for key, value in protocol.items()
+        if key not in skip and stored.get(key) != _jsonable(value)
+    ]
+    if differences:
+        raise ProtocolMismatchError(
+            f"{directory / RECORD} was certified under another protocol, so its rows cannot be continued:\n"
+            + "\n".join(differences)
+            + "\nRerun with the stored settings, or write to a new output directory (hydra.run.dir=...)."
+        )
+
+
+def write_protocol(directory: Path, protocol: Mapping[str, Any]) -> None:
+    """Store the protocol the rows of ``directory`` are certified under."""
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    _write_atomically(Path(directory) / PROTOCOL, json.dumps(dict(protocol), indent=2, sort_keys=True) + "\n")
+
+
+def merge_records(directory: Path) -> list[CertificationRow]:
+    """Fold every shard file into ``certify.tsv`` (rows sorted by image index) and return all rows.
+
+    The merged file is written atomically before the shards are removed, so a crash never loses a row.
+    """
+    directory = Path(directory)
+    rows = sorted(read_records(directory).values(), key=lambda row: row.idx)
+    shards = [path for path in record_files(directory) if path.name != RECORD]
+    if shards:
+        _write_atomically(directory / RECORD, "\t".join(COLUMNS) + "\n" + "".join(row.to_line() for row in rows))
+        for path in shards:
+            path.unlink()
+    return rows
+
+
+class RecordWriter:
+    """Appends rows to one record file, flushing each, after cutting a line a crash left half-written.
 
     Args:
-        path: the ``certify.tsv`` to write (its protocol goes to ``certify_protocol.json`` beside it).
-        protocol: what every row depends on; must equal the stored protocol when resuming (keys in ``extendable``
-            may differ).
-        extendable: protocol keys allowed to change between runs (e.g. ``max_images``, to certify more images later).
+        path: ``certify.tsv`` or a shard file; created with its header when new.
     """
 
-    def __init__(self, path: Path, protocol: Mapping[str, Any], extendable: Iterable[str] = ()) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.protocol_path = self.path.with_name(self.path.stem + "_protocol.json")
-        self.protocol = dict(protocol)
-        self.extendable = set(extendable)
         self._file: TextIO | None = None
 
-    def open(self) -> list[CertificationRow]:
-        """Open for appending and return the rows already certified (empty for a new record).
-
-        Raises:
-            ProtocolMismatchError: the existing record was made under a different protocol.
-        """
+    def __enter__(self) -> RecordWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        rows: list[CertificationRow] = []
         if self.path.exists() and self.path.stat().st_size > 0:
-            self._check_protocol()
-            self._drop_incomplete_tail()
-            rows = read_rows(self.path)
-            seen: set[int] = set()
-            for row in rows:
-                if row.idx in seen:
-                    raise ValueError(f"{self.path} has two rows for image {row.idx}; it was not written by rsbench")
-                seen.add(row.idx)
+            _drop_incomplete_tail(self.path)
             self._file = self.path.open("a")
         else:
             self._file = self.path.open("w")
             self._file.write("\t".join(COLUMNS) + "\n")
             self._file.flush()
-        self.protocol_path.write_text(json.dumps(self.protocol, indent=2, sort_keys=True) + "\n")
-        return rows
+        return self
 
     def append(self, row: CertificationRow) -> None:
         """Write one row and flush it to the OS, so a killed process loses at most the row being computed."""
         if self._file is None:
-            raise RuntimeError("CertificationLog.open() must be called before append()")
+            raise RuntimeError("RecordWriter must be entered (with RecordWriter(path) as writer) before append()")
         self._file.write(row.to_line())
         self._file.flush()
         os.fsync(self._file.fileno())
 
-    def close(self) -> None:
-        """Close the file (rows are already on disk)."""
+    def __exit__(self, *exc: object) -> None:
         if self._file is not None:
             self._file.close()
             self._file = None
 
-    def __enter__(self) -> CertificationLog:
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _check_protocol(self) -> None:
-        if not self.protocol_path.exists():
-            raise ProtocolMismatchError(
-                f"{self.path} exists without {self.protocol_path.name}, so it cannot be resumed safely; "
-                "move it away or choose another output directory"
-            )
-        stored = json.loads(self.protocol_path.read_text())
-        differences = [
-            f"  {key}: stored {stored.get(key, '<missing>')!r}, requested {value!r}"
-            for key, value in self.protocol.items()
-            if key not in self.extendable and stored.get(key) != _jsonable(value)
-        ]
-        if differences:
-            raise ProtocolMismatchError(
-                f"{self.path} was certified under another protocol, so its rows cannot be continued:\n"
-                + "\n".join(differences)
-                + "\nRerun with the stored settings, or write to a new output directory (hydra.run.dir=...)."
-            )
-
-    def _drop_incomplete_tail(self) -> None:
-        """Cut a last line that has no newline (the process died while writing it)."""
-        with self.path.open("rb+") as file:
-            data = file.read()
-            if data.endswith(b"\n"):
-                return
+def _drop_incomplete_tail(path: Path) -> None:
+    """Cut a last line that has no newline (the process died while writing it)."""
+    with path.open("rb+") as file:
+        data = file.read()
+        if not data.endswith(b"\n"):
             file.truncate(data.rfind(b"\n") + 1)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
 
 
 def _jsonable(value: Any) -> Any:

@@ -16,8 +16,9 @@ from __future__ import annotations
 import contextlib
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import torch
@@ -69,6 +70,10 @@ class Certificate:
         return self.prediction == Smooth.ABSTAIN
 
 
+Precision = Literal["fp32", "bf16", "fp16"]
+PRECISIONS: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
 class Smooth(NoiseMixin):
     """A smoothed classifier around ``base_classifier``, with Cohen et al.'s PREDICT and CERTIFY.
 
@@ -78,16 +83,34 @@ class Smooth(NoiseMixin):
             and restored to its previous modes afterwards.
         num_classes: the number of classes.
         sigma: the noise level in [0,1] pixel units.
+        precision: ``fp32`` (default), or ``bf16``/``fp16`` autocast of the base classifier's forward pass. The
+            noise is always drawn and added in fp32; the certificate then holds for the classifier as evaluated
+            (the network under autocast), so deploy it with the same setting.
+        channels_last: draw the noisy batches in channels-last memory format (faster convolutions on CPUs and
+            tensor-core GPUs when the model is in channels-last format too). The noise has the same distribution,
+            but a seed then places its samples differently than in the default layout.
     """
 
     ABSTAIN = -1
 
-    def __init__(self, base_classifier: Callable[[Tensor], Tensor], num_classes: int, sigma: float) -> None:
+    def __init__(
+        self,
+        base_classifier: Callable[[Tensor], Tensor],
+        num_classes: int,
+        sigma: float,
+        *,
+        precision: Precision = "fp32",
+        channels_last: bool = False,
+    ) -> None:
         if num_classes < 2:
             raise ValueError(f"num_classes must be >= 2, got {num_classes}")
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {list(PRECISIONS)}, got {precision!r}")
         self.base_classifier = base_classifier
         self.num_classes = num_classes
         self.sigma = sigma
+        self.precision = precision
+        self.channels_last = channels_last
 
     def certify(
         self, x: Tensor, n0: int, n: int, alpha: float, batch_size: int, *, seed: int | None = None
@@ -112,8 +135,37 @@ class Smooth(NoiseMixin):
         self, x: Tensor, n0: int, n: int, alpha: float, batch_size: int, *, seed: int | None = None
     ) -> Certificate:
         """CERTIFY as :meth:`certify`, returning the full :class:`Certificate` (bound, votes, timing)."""
+        return self.certify_batch(x.unsqueeze(0), n0, n, alpha, batch_size, seeds=[seed])[0]
+
+    def certify_batch(
+        self,
+        xs: Tensor,
+        n0: int,
+        n: int,
+        alpha: float,
+        batch_size: int,
+        *,
+        seeds: Sequence[int | None] | None = None,
+    ) -> list[Certificate]:
+        """CERTIFY each image of ``xs`` independently, packing the samples of several images into each batch.
+
+        Every image has its own selection and estimation streams (seeded from its own seed), so each certificate
+        is exactly Cohen et al.'s, and failures stay independent across images; packing only fills the forward
+        passes when n0 or n is smaller than ``batch_size``.
+
+        Args:
+            xs: images ``[K, C, H, W]`` in [0,1] pixel space.
+            n0: selection samples per image.
+            n: estimation samples per image.
+            alpha: the failure probability of each certificate.
+            batch_size: noisy samples per forward pass.
+            seeds: one seed per image (``None`` entries, or no list: fresh noise).
+        """
         _check_positive(n0=n0, n=n, batch_size=batch_size)
         check_alpha(alpha)
+        seeds = list(seeds) if seeds is not None else [None] * len(xs)
+        if len(seeds) != len(xs):
+            raise ValueError(f"got {len(seeds)} seeds for {len(xs)} images")
         if n < min_certify_samples(alpha):
             warnings.warn(
                 f"CERTIFY with n={n} at alpha={alpha} always abstains: even n of n votes give "
@@ -121,28 +173,31 @@ class Smooth(NoiseMixin):
                 stacklevel=2,
             )
         start = time.perf_counter()
-        device = self._device(x)
-        selection = self.sample_counts(x, n0, batch_size, _generator(device, seed, SELECTION))
-        selected = int(selection.argmax())
-        estimation = self.sample_counts(x, n, batch_size, _generator(device, seed, ESTIMATION))
-        count = int(estimation[selected])
-        p_a_lower = clopper_pearson_lower(count, n, alpha)
-        if p_a_lower < 0.5:
-            prediction, radius = self.ABSTAIN, 0.0
-        else:
-            prediction, radius = selected, certified_radius(p_a_lower, self.sigma)
-        return Certificate(
-            prediction=prediction,
-            radius=radius,
-            p_a_lower=p_a_lower,
-            count=count,
-            selected=selected,
-            n0=n0,
-            n=n,
-            alpha=alpha,
-            sigma=self.sigma,
-            seconds=time.perf_counter() - start,
-        )
+        device = self.device_for(xs)
+        selection = self.sample_counts_batch(xs, n0, batch_size, [_generator(device, s, SELECTION) for s in seeds])
+        chosen = selection.argmax(axis=1)
+        estimation = self.sample_counts_batch(xs, n, batch_size, [_generator(device, s, ESTIMATION) for s in seeds])
+        seconds = (time.perf_counter() - start) / len(xs)
+        certificates = []
+        for selected, votes in zip(chosen.tolist(), estimation, strict=True):
+            count = int(votes[selected])
+            p_a_lower = clopper_pearson_lower(count, n, alpha)
+            abstain = p_a_lower < 0.5
+            certificates.append(
+                Certificate(
+                    prediction=self.ABSTAIN if abstain else selected,
+                    radius=0.0 if abstain else certified_radius(p_a_lower, self.sigma),
+                    p_a_lower=p_a_lower,
+                    count=count,
+                    selected=selected,
+                    n0=n0,
+                    n=n,
+                    alpha=alpha,
+                    sigma=self.sigma,
+                    seconds=seconds,
+                )
+            )
+        return certificates
 
     def predict(self, x: Tensor, n: int, alpha: float, batch_size: int, *, seed: int | None = None) -> int:
         """PREDICT (Algorithm 1): the top class if the two-sided binomial test of the top two counts rejects.
@@ -164,7 +219,7 @@ class Smooth(NoiseMixin):
                 f"2 * 0.5^n > alpha; use n >= {min_predict_samples(alpha)}",
                 stacklevel=2,
             )
-        counts = self.sample_counts(x, n, batch_size, _generator(self._device(x), seed, PREDICTION))
+        counts = self.sample_counts(x, n, batch_size, _generator(self.device_for(x), seed, PREDICTION))
         top_two = np.argsort(counts)[::-1][:2]
         count_a, count_b = int(counts[top_two[0]]), int(counts[top_two[1]])
         if top_two_p_value(count_a, count_b) > alpha:
@@ -182,24 +237,61 @@ class Smooth(NoiseMixin):
             batch_size: noisy samples per forward pass (the only thing memory depends on).
             generator: the random stream; the global one when ``None``.
         """
-        device = self._device(x)
-        x = x.to(device)
-        counts = torch.zeros(self.num_classes, dtype=torch.long, device=device)
-        buffer = torch.empty((min(batch_size, num), *x.shape), dtype=torch.float32, device=device)
-        with _eval_mode(self.base_classifier), torch.inference_mode():
-            for start in range(0, num, batch_size):
-                batch = self.fill_noisy(buffer[: min(batch_size, num - start)], x, generator)
-                counts += self._votes(self.base_classifier(batch))
-        return counts.cpu().numpy()
+        return self.sample_counts_batch(x.unsqueeze(0), num, batch_size, [generator])[0]
 
-    def _votes(self, logits: Tensor) -> Tensor:
+    def sample_counts_batch(
+        self,
+        xs: Tensor,
+        num: int,
+        batch_size: int,
+        generators: Sequence[torch.Generator | None] | None = None,
+    ) -> np.ndarray:
+        """Votes on ``num`` noisy copies of each image of ``xs``: an int64 array ``[K, num_classes]``.
+
+        The K * num samples are drawn ``batch_size`` at a time into one reused fp32 buffer; image i's noise always
+        comes from ``generators[i]``, and votes are counted per image on the device.
+
+        Args:
+            xs: images ``[K, C, H, W]`` in [0,1] pixel space.
+            num: noisy samples per image.
+            batch_size: noisy samples per forward pass (the only thing memory depends on).
+            generators: one random stream per image; the global one when ``None``.
+        """
+        device = self.device_for(xs)
+        xs = xs.to(device)
+        images = len(xs)
+        generators = list(generators) if generators is not None else [None] * images
+        total = images * num
+        memory_format = torch.channels_last if self.channels_last and xs.dim() == 4 else torch.contiguous_format
+        buffer = torch.empty(
+            (min(batch_size, total), *xs.shape[1:]), dtype=torch.float32, device=device, memory_format=memory_format
+        )
+        counts = torch.zeros(images * self.num_classes, dtype=torch.long, device=device)
+        with _eval_mode(self.base_classifier), torch.inference_mode():
+            for start in range(0, total, batch_size):
+                stop = min(start + batch_size, total)
+                batch = buffer[: stop - start]
+                for image in range(start // num, (stop - 1) // num + 1):
+                    rows = slice(max(start, image * num) - start, min(stop, (image + 1) * num) - start)
+                    self.fill_noisy(batch[rows], xs[image], generators[image])
+                votes = self._predictions(batch)
+                if images > 1:
+                    votes = votes + torch.arange(start, stop, device=device) // num * self.num_classes
+                counts += torch.bincount(votes, minlength=images * self.num_classes)
+        return counts.view(images, self.num_classes).cpu().numpy()
+
+    def _predictions(self, batch: Tensor) -> Tensor:
+        """The base classifier's top class per row (under autocast when ``precision`` asks for it)."""
+        dtype = PRECISIONS[self.precision]
+        with torch.autocast(batch.device.type, dtype=dtype, enabled=dtype is not None):
+            logits = self.base_classifier(batch)
         if logits.dim() != 2 or logits.shape[1] != self.num_classes:
             raise ValueError(
                 f"base classifier returned logits of shape {tuple(logits.shape)}, expected [batch, {self.num_classes}]"
             )
-        return torch.bincount(logits.argmax(dim=1), minlength=self.num_classes)
+        return logits.argmax(dim=1)
 
-    def _device(self, x: Tensor) -> torch.device:
+    def device_for(self, x: Tensor) -> torch.device:
         """The base classifier's device (of its first parameter or buffer), else the input's."""
         if isinstance(self.base_classifier, nn.Module):
             for tensor in (*self.base_classifier.parameters(), *self.base_classifier.buffers()):

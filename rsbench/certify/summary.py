@@ -20,6 +20,7 @@ def summarize(
     n: int,
     alpha: float,
     radius_step: float = 0.25,
+    cap: float | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ``metrics.json`` content for certified ``rows`` (one per image).
@@ -34,11 +35,12 @@ def summarize(
         n: estimation samples.
         alpha: the failure probability.
         radius_step: the grid step.
+        cap: the largest radius the protocol can certify; sigma * Phi^-1(alpha^(1/n)) when ``None``.
         extra: more fields to record (method, dataset, arch, subset, seed, ...).
     """
     radii = [row.radius for row in rows]
     correct = [row.correct for row in rows]
-    cap = radius_cap(sigma, n, alpha)
+    cap = radius_cap(sigma, n, alpha) if cap is None else cap
     abstained = sum(row.predict == -1 for row in rows)
     summary: dict[str, Any] = {
         "acr": average_certified_radius(radii, correct),

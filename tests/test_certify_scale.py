@@ -1,0 +1,253 @@
+"""Certification at scale: packed batches, autocast and channels-last, sequential CERTIFY, sharding over ranks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import binomtest, norm
+from torch import nn
+
+from rsbench import Smooth
+from rsbench.certify.records import read_rows
+from rsbench.certify.seeding import derive_seed
+from rsbench.certify.sequential import LookSchedule, certify_sequential
+from rsbench.run import run
+from tests.conftest import QUIET, ROOT, compose_config
+
+
+class Linear(nn.Module):
+    """f(z) = [w.z + b > 0] as logits (-h, h): class 1 on the positive side of the hyperplane."""
+
+    def __init__(self, w: torch.Tensor, b: float) -> None:
+        super().__init__()
+        self.register_buffer("w", w.flatten().float())
+        self.b = b
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        h = z.flatten(1) @ self.w + self.b
+        return torch.stack([-h, h], dim=1)
+
+
+class Recorder(nn.Module):
+    """A classifier that votes by the image's mean brightness (class = round(10 * mean)) and records its inputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(()))
+        self.batches: list[torch.Tensor] = []
+        self.dtypes: list[torch.dtype] = []
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        self.batches.append(z.detach().clone())
+        logits = nn.functional.linear(z.flatten(1)[:, :1] * 0 + 1, torch.ones(1, 1) * self.scale)  # autocast probe
+        self.dtypes.append(logits.dtype)
+        target = (z.flatten(1).mean(dim=1) * 10).round().clamp(0, 9).long()
+        return nn.functional.one_hot(target, 10).float()
+
+
+def linear_at_margin(margin: float, dim: int = 16, seed: int = 0) -> tuple[Linear, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    w = torch.randn(dim, generator=generator, dtype=torch.float64)
+    w /= w.norm()
+    x = torch.rand(dim, generator=generator, dtype=torch.float64)
+    return Linear(w, margin - float(w @ x)), x.float().view(1, 1, dim)
+
+
+def test_packed_batches_give_each_image_its_own_counts() -> None:
+    images = torch.stack([torch.full((1, 4, 4), v) for v in (0.1, 0.5, 0.9)])
+    smooth = Smooth(Recorder(), 10, sigma=0.001)
+    counts = smooth.sample_counts_batch(images, 70, batch_size=100)  # images straddle the batch boundaries
+    assert counts.tolist()[0][1] == 70
+    assert counts.tolist()[1][5] == 70
+    assert counts.tolist()[2][9] == 70
+    assert counts.sum() == 210
+
+
+def test_packing_does_not_change_any_certificate() -> None:
+    """When n0 and n divide the batch, packing draws exactly the same noise for every image."""
+    model, x = linear_at_margin(0.3)
+    xs = torch.cat([x, x + 0.01, x - 0.01]).unsqueeze(1)[:, 0]
+    smooth = Smooth(model, 2, sigma=0.25)
+    seeds = [derive_seed(7, i) for i in range(3)]
+    packed = smooth.certify_batch(xs, 100, 500, 0.001, batch_size=500, seeds=seeds)
+    alone = [smooth.certify_with_details(x, 100, 500, 0.001, 500, seed=s) for x, s in zip(xs, seeds, strict=True)]
+    assert [(c.prediction, c.radius, c.count) for c in packed] == [(c.prediction, c.radius, c.count) for c in alone]
+
+
+def test_autocast_runs_the_network_in_bf16_on_fp32_noise() -> None:
+    recorder = Recorder()
+    Smooth(recorder, 10, 0.25, precision="bf16").sample_counts(torch.rand(1, 4, 4), 50, 50)
+    assert recorder.batches[0].dtype == torch.float32  # the noise and the noisy input stay fp32
+    assert recorder.dtypes[0] == torch.bfloat16  # the network ran under autocast
+    with pytest.raises(ValueError, match="precision must be one of"):
+        Smooth(recorder, 10, 0.25, precision="int8")  # type: ignore[arg-type]
+
+
+def test_channels_last_buffers_hold_gaussian_noise_around_the_image() -> None:
+    recorder = Recorder()
+    x = torch.rand(3, 8, 8)
+    Smooth(recorder, 10, 0.25, channels_last=True).sample_counts(x, 400, 400, torch.Generator().manual_seed(0))
+    batch = recorder.batches[0]
+    assert batch.is_contiguous(memory_format=torch.channels_last)
+    noise = batch - x
+    assert noise.mean().abs() < 0.01
+    assert noise.std().item() == pytest.approx(0.25, rel=0.02)
+
+
+def test_look_schedule() -> None:
+    assert LookSchedule(1000, 2.0, 100_000).looks() == [1000, 2000, 4000, 8000, 16000, 32000, 64000, 100000]
+    assert LookSchedule(100, 10.0, 100).looks() == [100]
+    with pytest.raises(ValueError, match="growth"):
+        LookSchedule(10, 1.0, 100)
+    with pytest.raises(ValueError, match="first"):
+        LookSchedule(200, 2.0, 100)
+
+
+def test_sequential_stops_early_on_an_always_right_classifier() -> None:
+    model, x = linear_at_margin(5.0)  # pA = Phi(20): every vote is right
+    smooth = Smooth(model, 2, sigma=0.25)
+    cert = certify_sequential(
+        smooth, x, 100, 0.001, 1000, radius_cap=0.75, schedule=LookSchedule(1000, 2.0, 100_000), seed=0
+    )
+    assert cert.prediction == 1
+    assert cert.radius == pytest.approx(0.75)  # certified up to the cap
+    assert cert.n <= 8000  # (alpha/8)^(1/n) >= Phi(3) needs n >= 6,700: the 4th look, not 100,000
+    fixed = smooth.certify_with_details(x, 100, 100_000, 0.001, 1000, seed=0)
+    assert fixed.radius > 0.75  # the fixed-n certificate is larger, at 12x the samples
+
+
+class ThreeWay(nn.Module):
+    """Votes for the largest of the first three pixels: under noise at x = 0, each class gets 1/3 of the votes."""
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return z.flatten(1)[:, :3]
+
+
+def test_sequential_abstains_early_when_no_class_has_half_the_votes() -> None:
+    cert = certify_sequential(
+        Smooth(ThreeWay(), 3, 0.25),
+        torch.zeros(1, 1, 3),
+        100,
+        0.001,
+        1000,
+        radius_cap=1.0,
+        schedule=LookSchedule(1000, 2.0, 100_000),
+        seed=3,
+    )
+    assert cert.prediction == Smooth.ABSTAIN
+    assert cert.n == 1000  # the first look already rules out pA >= 1/2
+
+
+def test_sequential_stops_when_the_next_grid_radius_is_out_of_reach() -> None:
+    model, x = linear_at_margin(0.1)  # pA = Phi(0.4) = 0.655: radius about 0.1 < 0.25, the first grid step
+    cert = certify_sequential(
+        Smooth(model, 2, 0.25), x, 100, 0.001, 1000, radius_cap=1.0, schedule=LookSchedule(1000, 2.0, 100_000), seed=1
+    )
+    assert 0.0 < cert.radius < 0.25
+    assert cert.n < 100_000
+
+
+@pytest.mark.parametrize(("p_a", "trials"), [(0.6, 1500), (0.9, 1500), (0.5, 1500)])
+def test_sequential_certificates_hold_with_probability_one_minus_alpha(p_a: float, trials: int) -> None:
+    """Same check as the fixed-n coverage tests: failures (wrong class, or radius above the true one) <= alpha."""
+    sigma, alpha = 0.25, 0.05
+    margin = sigma * float(norm.ppf(p_a))
+    model, x = linear_at_margin(margin, seed=11)
+    smooth = Smooth(model, 2, sigma)
+    schedule = LookSchedule(50, 2.0, 800)
+    failures = 0
+    for trial in range(trials):
+        cert = certify_sequential(smooth, x, 50, alpha, 800, radius_cap=2.0, schedule=schedule, seed=trial)
+        if cert.prediction != Smooth.ABSTAIN and (cert.prediction != int(margin > 0) or cert.radius > abs(margin)):
+            failures += 1
+    assert binomtest(failures, trials, alpha, alternative="greater").pvalue >= 1e-3, failures / trials
+
+
+def certify_checkpoint(checkpoint: Path, output_dir: Path, *overrides: str) -> None:
+    run(
+        compose_config(
+            *QUIET, "experiment=smoke", "train=false", f"ckpt_path={checkpoint}", *overrides, output_dir=output_dir
+        )
+    )
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    output_dir = tmp_path_factory.mktemp("trained")
+    run(compose_config(*QUIET, "experiment=smoke", "certify=off", output_dir=output_dir))
+    return output_dir / "checkpoints" / "best.ckpt"
+
+
+def test_sequential_mode_end_to_end(checkpoint: Path, tmp_path: Path) -> None:
+    certify_checkpoint(
+        checkpoint,
+        tmp_path,
+        "certify.mode=sequential",
+        "certify.radius_cap=0.5",
+        "certify.n=4000",
+        "certify.first_look=200",
+        "certify.alpha=0.001",
+    )
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    rows = read_rows(tmp_path / "certify.tsv")
+    assert metrics["mode"] == "sequential"
+    assert list(metrics["certified_accuracy"]) == ["0.0", "0.25", "0.5"]  # the grid stops at the configured cap
+    assert max(r.radius for r in rows) <= 0.5
+    assert all(r.n in (200, 400, 800, 1600, 3200, 4000) for r in rows)
+    assert metrics["mean_samples"] == pytest.approx(np.mean([r.n for r in rows]))
+
+
+def test_packed_and_low_precision_options_end_to_end(checkpoint: Path, tmp_path: Path) -> None:
+    certify_checkpoint(checkpoint, tmp_path / "fp32")
+    certify_checkpoint(
+        checkpoint,
+        tmp_path / "fast",
+        "certify.precision=bf16",
+        "certify.channels_last=true",
+        "certify.images_per_batch=4",
+    )
+    exact = read_rows(tmp_path / "fp32" / "certify.tsv")
+    fast = read_rows(tmp_path / "fast" / "certify.tsv")
+    assert [r.idx for r in fast] == [r.idx for r in exact]
+    agree = np.mean([abs(a.count - b.count) <= 0.02 * a.n for a, b in zip(exact, fast, strict=True)])
+    assert agree >= 0.75  # bf16 is another classifier, but a close one
+    assert json.loads((tmp_path / "fast" / "metrics.json").read_text())["precision"] == "bf16"
+
+
+def test_ddp_training_and_sharded_certification_match_one_process(tmp_path: Path) -> None:
+    """Two CPU processes (gloo) train, then each certifies its share; the merged rows equal a one-process run."""
+    env = {**os.environ, "RSBENCH_KEEP_ALLOCATOR": "1"}
+    ddp = tmp_path / "ddp"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rsbench",
+            "experiment=smoke",
+            "trainer=ddp",
+            "trainer.accelerator=cpu",
+            "trainer.devices=2",
+            "logger=none",
+            "trainer.enable_progress_bar=false",
+            f"hydra.run.dir={ddp}",
+        ],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    assert (ddp / "checkpoints" / "best.ckpt").is_file()
+    assert [p.name for p in ddp.glob("certify*.tsv")] == ["certify.tsv"]  # the shards were merged
+    single = tmp_path / "single"
+    certify_checkpoint(ddp / "checkpoints" / "best.ckpt", single)
+    key = lambda r: (r.idx, r.label, r.predict, r.radius, r.count, r.n)  # noqa: E731
+    assert [key(r) for r in read_rows(ddp / "certify.tsv")] == [key(r) for r in read_rows(single / "certify.tsv")]
+    merged = json.loads((ddp / "metrics.json").read_text())
+    assert merged["acr"] == pytest.approx(json.loads((single / "metrics.json").read_text())["acr"])
