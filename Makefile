@@ -39,7 +39,7 @@ format: ## Format and auto-fix with ruff
 typecheck: ## mypy on the package
 	$(PYTHON) -m mypy
 
-bench: ## Certification throughput against the raw forward pass (LeNet, CIFAR ResNet-20)
+bench: ## Certification throughput against the forward pass, Cohen's loop and ART (pip install -e '.[bench]')
 	$(PYTHON) -m rsbench.bench.certify_throughput
 
 clean: ## Remove run outputs and caches (not .venv, not data/)

@@ -11,9 +11,10 @@ same images with n0 + n noisy samples per image:
 - ``cohen``: Cohen et al.'s per-image loop (``x.repeat``, ``randn_like`` per batch, a Python counting loop),
   rewritten here as the reference code's baseline;
 - ``art``: IBM ART's ``PyTorchRandomizedSmoothing.certify`` (``sample_size`` = n0; needs the ``bench`` extra);
-- ``rsbench``: :meth:`rsbench.Smooth.certify_batch` in fp32, and with the options of ``--variants``: ``bf16``
-  autocast, ``channels_last``, ``compile`` (torch.compile; its compile time is reported separately) and ``packed``
-  (several images per forward pass when n < batch size).
+- ``rsbench``: :meth:`rsbench.Smooth.certify_batch` in fp32, packing the images as ``CertifyCallback`` does
+  (batch_size // min(n0, n) images together, so the n0 selection samples fill whole batches too), and one image at
+  a time; with ``--variants``, also ``bf16`` autocast, ``channels_last`` and ``compile`` (torch.compile; its
+  compile time is reported separately).
 
 It prints noisy samples per second (median over repeats) and each variant's ratio to the forward pass and to ART.
 ``--memory`` certifies one 3x224x224 input at growing n, each in a fresh process, with rsbench (and at small n with
@@ -46,7 +47,7 @@ MODELS: dict[str, Callable[[], tuple[nn.Module, tuple[int, int, int]]]] = {
     "cifar_resnet20": lambda: (Classifier("cifar_resnet20", CifarResNet(20, 10), NORMALIZE), (3, 32, 32)),
     "cifar_resnet110": lambda: (Classifier("cifar_resnet110", CifarResNet(110, 10), NORMALIZE), (3, 32, 32)),
 }
-OPTIONS = ("bf16", "channels_last", "bf16+channels_last", "compile", "packed")
+OPTIONS = ("bf16", "channels_last", "bf16+channels_last", "compile")
 
 
 def cohen_counts(model: nn.Module, x: torch.Tensor, num: int, batch_size: int, sigma: float) -> np.ndarray:
@@ -93,23 +94,27 @@ def make_variants(
 
     variants: dict[str, Callable[[torch.Tensor], object]] = {"forward": forward, "cohen": cohen}
     if not args.no_art:
-        variants["art"] = make_art(model, shape, args)
-    variants["rsbench"] = rsbench(Smooth(model, 10, sigma), 1)
+        try:
+            variants["art"] = make_art(model, shape, args)
+        except ImportError:
+            print("  ART is not installed (pip install -e '.[bench]'): skipping it")
+            args.no_art = True
+    packing = max(1, batch // min(n0, n))  # what CertifyCallback does by default
+    variants["rsbench"] = rsbench(Smooth(model, 10, sigma), packing)
+    variants["rsbench (1 image at a time)"] = rsbench(Smooth(model, 10, sigma), 1)
     for option in args.variants:
         if option == "compile":
             compiled = torch.compile(model)
             start = time.perf_counter()
             Smooth(compiled, 10, sigma).sample_counts(torch.rand(*shape), batch, batch)
             print(f"  torch.compile warm-up: {time.perf_counter() - start:.1f} s")
-            variants["rsbench+compile"] = rsbench(Smooth(compiled, 10, sigma), 1)
-        elif option == "packed":
-            variants["rsbench+packed"] = rsbench(Smooth(model, 10, sigma), max(1, batch // n))
+            variants["rsbench+compile"] = rsbench(Smooth(compiled, 10, sigma), packing)
         else:
             precision = "bf16" if "bf16" in option else "fp32"
             last = "channels_last" in option
             converted = copy.deepcopy(model).to(memory_format=torch.channels_last) if last else model
             smooth = Smooth(converted, 10, sigma, precision=precision, channels_last=last)  # type: ignore[arg-type]
-            variants[f"rsbench+{option}"] = rsbench(smooth, 1)
+            variants[f"rsbench+{option}"] = rsbench(smooth, packing)
     return variants
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -81,8 +82,9 @@ class CertifyCallback(pl.Callback):
         channels_last: run the network in channels-last memory format (no effect on values).
         compile: ``torch.compile`` the network before certifying (a one-off compile cost; no effect on values
             beyond floating-point reassociation).
-        images_per_batch: images packed into each forward pass in standard mode (each keeps its own noise
-            streams); ``None`` packs ``max(1, batch_size // n)`` so small-n runs fill the batch.
+        images_per_batch: images certified together in standard mode, their samples packed into full forward
+            passes (each image keeps its own noise streams and its own certificate); ``None`` packs
+            ``max(1, batch_size // min(n0, n))`` so that the n0 selection samples fill the batch too.
     """
 
     def __init__(
@@ -135,7 +137,7 @@ class CertifyCallback(pl.Callback):
         self.enabled = enabled
         self.mode, self.radius_cap = mode, radius_cap
         self.precision, self.channels_last, self.compile = precision, channels_last, compile
-        self.images_per_batch = images_per_batch or max(1, batch_size // n)
+        self.images_per_batch = images_per_batch or max(1, batch_size // min(n0, n))
         self.summary: dict[str, Any] | None = None
 
     def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -225,7 +227,12 @@ class CertifyCallback(pl.Callback):
                 net.to(memory_format=torch.contiguous_format)
 
     def _certify_share(self, smooth: Smooth, dataset: Any, share: list[int], record: Path) -> None:
-        """Certify the images of ``share`` not yet recorded, appending each row to ``record`` as it is done."""
+        """Certify the images of ``share`` not yet recorded, appending each row to ``record`` as it is done.
+
+        Images are taken ``images_per_batch`` at a time: their selection samples are drawn together (filling whole
+        batches), then each image's estimation samples (several images together only when n < batch_size), and
+        every row is written as soon as its image is certified.
+        """
         done = set(read_records(record.parent)).intersection(share) if record.parent.exists() else set()
         todo = [i for i in share if i not in done]
         if done:
@@ -235,31 +242,49 @@ class CertifyCallback(pl.Callback):
             for first in range(0, len(todo), self.images_per_batch):
                 group = todo[first : first + self.images_per_batch]
                 items = [dataset[i] for i in group]
-                for idx, (_, label), cert in zip(group, items, self._certify_group(smooth, items, group), strict=True):
-                    writer.append(self._row(idx, int(label), cert))
+                xs = torch.stack([item[0] for item in items])
+                labels = [int(item[1]) for item in items]
+                for position, cert in self._certify_group(smooth, xs, [derive_seed(self.seed, i) for i in group]):
+                    writer.append(self._row(group[position], labels[position], cert))
                     progress.update(1)
         progress.close()
 
-    def _certify_group(self, smooth: Smooth, items: list[Any], group: list[int]) -> list[Certificate]:
-        """Certificates for a group of images, each with its own noise streams seeded by (seed, index)."""
-        seeds = [derive_seed(self.seed, idx) for idx in group]
-        xs = torch.stack([item[0] for item in items])
-        if self.schedule is None:
-            return smooth.certify_batch(xs, self.n0, self.n, self.alpha, self.batch_size, seeds=seeds)
-        return [
-            certify_sequential(
-                smooth,
-                x,
+    def _certify_group(self, smooth: Smooth, xs: torch.Tensor, seeds: list[int]) -> Iterator[tuple[int, Certificate]]:
+        """Yield (position in the group, certificate) as each image of the group is certified."""
+        if self.schedule is not None:
+            for position, (x, seed) in enumerate(zip(xs, seeds, strict=True)):
+                yield (
+                    position,
+                    certify_sequential(
+                        smooth,
+                        x,
+                        self.n0,
+                        self.alpha,
+                        self.batch_size,
+                        radius_cap=self._cap(smooth.sigma),
+                        schedule=self.schedule,
+                        radius_step=self.radius_step,
+                        seed=seed,
+                    ),
+                )
+            return
+        start = time.perf_counter()
+        selected = smooth.select(xs, self.n0, self.batch_size, seeds=seeds)
+        selection_seconds = (time.perf_counter() - start) / len(xs)
+        together = max(1, self.batch_size // self.n)
+        for first in range(0, len(xs), together):
+            part = slice(first, first + together)
+            certificates = smooth.estimate(
+                xs[part],
+                selected[part],
                 self.n0,
+                self.n,
                 self.alpha,
                 self.batch_size,
-                radius_cap=self._cap(smooth.sigma),
-                schedule=self.schedule,
-                radius_step=self.radius_step,
-                seed=seed,
+                seeds=seeds[part],
+                extra_seconds=selection_seconds,
             )
-            for x, seed in zip(xs, seeds, strict=True)
-        ]
+            yield from enumerate(certificates, start=first)
 
     @staticmethod
     def _row(idx: int, label: int, cert: Certificate) -> CertificationRow:

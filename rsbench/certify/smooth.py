@@ -151,7 +151,7 @@ class Smooth(NoiseMixin):
 
         Every image has its own selection and estimation streams (seeded from its own seed), so each certificate
         is exactly Cohen et al.'s, and failures stay independent across images; packing only fills the forward
-        passes when n0 or n is smaller than ``batch_size``.
+        passes when n0 or n is smaller than ``batch_size``. This is :meth:`select` followed by :meth:`estimate`.
 
         Args:
             xs: images ``[K, C, H, W]`` in [0,1] pixel space.
@@ -163,33 +163,74 @@ class Smooth(NoiseMixin):
         """
         _check_positive(n0=n0, n=n, batch_size=batch_size)
         check_alpha(alpha)
-        seeds = list(seeds) if seeds is not None else [None] * len(xs)
-        if len(seeds) != len(xs):
-            raise ValueError(f"got {len(seeds)} seeds for {len(xs)} images")
+        start = time.perf_counter()
+        selected = self.select(xs, n0, batch_size, seeds=seeds)
+        seconds = (time.perf_counter() - start) / len(xs)
+        return self.estimate(xs, selected, n0, n, alpha, batch_size, seeds=seeds, extra_seconds=seconds)
+
+    def select(self, xs: Tensor, n0: int, batch_size: int, *, seeds: Sequence[int | None] | None = None) -> list[int]:
+        """CERTIFY's selection step: each image's most frequent class among its n0 selection samples.
+
+        Args:
+            xs: images ``[K, C, H, W]`` in [0,1] pixel space.
+            n0: selection samples per image (drawn from each image's selection stream).
+            batch_size: noisy samples per forward pass.
+            seeds: one seed per image (``None`` entries, or no list: fresh noise).
+        """
+        _check_positive(n0=n0, batch_size=batch_size)
+        device = self.device_for(xs)
+        streams = [_generator(device, seed, SELECTION) for seed in _seeds(seeds, len(xs))]
+        return self.sample_counts_batch(xs, n0, batch_size, streams).argmax(axis=1).tolist()
+
+    def estimate(
+        self,
+        xs: Tensor,
+        selected: Sequence[int],
+        n0: int,
+        n: int,
+        alpha: float,
+        batch_size: int,
+        *,
+        seeds: Sequence[int | None] | None = None,
+        extra_seconds: float = 0.0,
+    ) -> list[Certificate]:
+        """CERTIFY's estimation step: lower-bound each image's selected class on n fresh samples; certify or abstain.
+
+        Args:
+            xs: images ``[K, C, H, W]`` in [0,1] pixel space.
+            selected: each image's class from :meth:`select` (with its own, independent samples).
+            n0: the selection samples that chose it (recorded in the certificate).
+            n: estimation samples per image (drawn from each image's estimation stream).
+            alpha: the failure probability of each certificate.
+            batch_size: noisy samples per forward pass.
+            seeds: one seed per image, as given to :meth:`select`.
+            extra_seconds: time already spent per image (its share of the selection), added to ``seconds``.
+        """
+        _check_positive(n0=n0, n=n, batch_size=batch_size)
+        check_alpha(alpha)
         if n < min_certify_samples(alpha):
             warnings.warn(
                 f"CERTIFY with n={n} at alpha={alpha} always abstains: even n of n votes give "
                 f"pA_lower = alpha^(1/n) < 0.5; use n >= {min_certify_samples(alpha)} (the papers use 100,000)",
-                stacklevel=2,
+                stacklevel=3,
             )
         start = time.perf_counter()
         device = self.device_for(xs)
-        selection = self.sample_counts_batch(xs, n0, batch_size, [_generator(device, s, SELECTION) for s in seeds])
-        chosen = selection.argmax(axis=1)
-        estimation = self.sample_counts_batch(xs, n, batch_size, [_generator(device, s, ESTIMATION) for s in seeds])
-        seconds = (time.perf_counter() - start) / len(xs)
+        streams = [_generator(device, seed, ESTIMATION) for seed in _seeds(seeds, len(xs))]
+        estimation = self.sample_counts_batch(xs, n, batch_size, streams)
+        seconds = (time.perf_counter() - start) / len(xs) + extra_seconds
         certificates = []
-        for selected, votes in zip(chosen.tolist(), estimation, strict=True):
-            count = int(votes[selected])
+        for choice, votes in zip(selected, estimation, strict=True):
+            count = int(votes[choice])
             p_a_lower = clopper_pearson_lower(count, n, alpha)
             abstain = p_a_lower < 0.5
             certificates.append(
                 Certificate(
-                    prediction=self.ABSTAIN if abstain else selected,
+                    prediction=self.ABSTAIN if abstain else int(choice),
                     radius=0.0 if abstain else certified_radius(p_a_lower, self.sigma),
                     p_a_lower=p_a_lower,
                     count=count,
-                    selected=selected,
+                    selected=int(choice),
                     n0=n0,
                     n=n,
                     alpha=alpha,
@@ -316,6 +357,13 @@ def _eval_mode(classifier: Callable[[Tensor], Tensor]) -> Iterator[None]:
 
 def _generator(device: torch.device, seed: int | None, phase: int) -> torch.Generator | None:
     return None if seed is None else make_generator(device, seed, phase)
+
+
+def _seeds(seeds: Sequence[int | None] | None, count: int) -> list[int | None]:
+    seeds = list(seeds) if seeds is not None else [None] * count
+    if len(seeds) != count:
+        raise ValueError(f"got {len(seeds)} seeds for {count} images")
+    return seeds
 
 
 def _check_positive(**values: int) -> None:
