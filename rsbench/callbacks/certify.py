@@ -10,6 +10,12 @@ Under a multi-process strategy (DDP), rank r certifies every world_size-th image
 a resumed run never computes an image twice), appends to its own shard file, and rank 0 merges the shards and
 writes the summary: the rows are the ones a single process would produce, because each image's noise streams are
 seeded by (seed, image index) alone.
+
+With ``sigma_mode`` ``data_dependent`` or ``memory`` (data-dependent smoothing), ``certify.tsv`` and
+``metrics.json`` hold certificates at a per-input sigma, labelled ``sound = false`` everywhere, and the sound
+fixed-sigma certificates of the same images go to ``certify_fixed_sigma.tsv`` and ``metrics.json["fixed_sigma"]``.
+The logged ``certify/*`` metrics (and the sweep objective) always come from sound certificates; the others are
+logged as ``certify_unsound/*``.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,8 +35,16 @@ from tqdm.auto import tqdm
 
 from rsbench.archs.classifier import weights_fingerprint
 from rsbench.certify.bounds import check_alpha, radius_cap
-from rsbench.certify.plot import accuracy_curve, plot_certified_accuracy
+from rsbench.certify.data_dependent import (
+    MEMORY_NOTE,
+    UNSOUND_NOTE,
+    SigmaSearch,
+    certify_data_dependent,
+    memory_replay,
+)
+from rsbench.certify.plot import Curve, accuracy_curve, plot_certified_accuracy
 from rsbench.certify.records import (
+    STEM,
     CertificationRow,
     RecordWriter,
     check_protocol,
@@ -38,6 +52,7 @@ from rsbench.certify.records import (
     read_records,
     shard_record,
     write_protocol,
+    write_record,
 )
 from rsbench.certify.seeding import derive_seed
 from rsbench.certify.sequential import LookSchedule, certify_sequential
@@ -50,7 +65,11 @@ from rsbench.noise import check_sigma
 log = logging.getLogger(__name__)
 
 Mode = Literal["standard", "sequential"]
+SigmaMode = Literal["fixed", "data_dependent", "memory"]
 EXTENDABLE = {"max_images"}  # protocol keys a resumed run may change (certify more images later)
+FIXED_STEM = "certify_fixed_sigma"  # the sound certificates beside data-dependent ones
+PER_INPUT_STEM = "certify_data_dependent"  # memory mode: the per-input-sigma certificates before the replay
+GroupCertifier = Callable[[Smooth, torch.Tensor, list[int]], Iterator[tuple[int, Certificate]]]
 
 
 class CertifyCallback(pl.Callback):
@@ -85,6 +104,13 @@ class CertifyCallback(pl.Callback):
         images_per_batch: images certified together in standard mode, their samples packed into full forward
             passes (each image keeps its own noise streams and its own certificate); ``None`` packs
             ``max(1, batch_size // min(n0, n))`` so that the n0 selection samples fill the batch too.
+        sigma_mode: ``fixed`` (sound, the default), ``data_dependent`` (optimise sigma per input, then CERTIFY at
+            it, as the DDRS paper; not sound, reported beside the fixed-sigma certificate) or ``memory`` (the
+            data-dependent certificates replayed through DDRS's memory in test-index order; order-dependent).
+        sigma_iters: data-dependent modes: K, ascent steps of the per-input sigma search.
+        sigma_lr: data-dependent modes: the search's step size alpha.
+        sigma_samples: data-dependent modes: n, noise draws per step.
+        sigma_init: data-dependent modes: sigma_0; ``None`` starts from the certification sigma.
     """
 
     def __init__(
@@ -109,6 +135,11 @@ class CertifyCallback(pl.Callback):
         channels_last: bool = False,
         compile: bool = False,
         images_per_batch: int | None = None,
+        sigma_mode: SigmaMode = "fixed",
+        sigma_iters: int = 100,
+        sigma_lr: float = 1e-4,
+        sigma_samples: int = 64,
+        sigma_init: float | None = None,
     ) -> None:
         for key, value in {"n0": n0, "n": n, "batch_size": batch_size, "first_look": first_look}.items():
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -128,6 +159,14 @@ class CertifyCallback(pl.Callback):
             raise ValueError(f"certify.precision must be one of {list(PRECISIONS)}, got {precision!r}")
         if images_per_batch is not None and images_per_batch < 1:
             raise ValueError(f"certify.images_per_batch must be >= 1 or null (auto), got {images_per_batch}")
+        if sigma_mode not in ("fixed", "data_dependent", "memory"):
+            raise ValueError(
+                f"certify.sigma_mode must be one of ['fixed', 'data_dependent', 'memory'], got {sigma_mode!r}"
+            )
+        if sigma_mode != "fixed" and mode != "standard":
+            raise ValueError(f"certify.sigma_mode={sigma_mode} runs standard CERTIFY at each sigma: set mode=standard")
+        self.sigma_mode = sigma_mode
+        self.search = SigmaSearch(sigma_iters, sigma_lr, sigma_samples, sigma_init) if sigma_mode != "fixed" else None
         certification_indices(1, start, skip, max_images)  # validates the subset arguments
         self.schedule = LookSchedule(min(first_look, n), growth, n) if mode == "sequential" else None
         self.n0, self.n, self.alpha, self.batch_size = n0, n, alpha, batch_size
@@ -167,29 +206,76 @@ class CertifyCallback(pl.Callback):
             check_protocol(output_dir, protocol, EXTENDABLE)
             write_protocol(output_dir, protocol)
         _barrier(trainer)
+        share = indices[rank::world_size]
         with self._prepared(net) as classifier:
             smooth = Smooth(
                 classifier, datamodule.num_classes, sigma, precision=self.precision, channels_last=self.channels_last
             )
-            self._certify_share(smooth, dataset, indices[rank::world_size], output_dir / shard_record(rank, world_size))
+            for stem, certify_group, sound in self._records():
+                record = output_dir / shard_record(rank, world_size, stem)
+                self._certify_share(smooth, dataset, share, record, stem, certify_group, sound)
         _barrier(trainer)
         if rank != 0:
             return
-        rows_by_idx = {row.idx: row for row in merge_records(output_dir)}
+        rows = {stem: self._collect(output_dir, stem, indices) for stem, _, _ in self._records()}
+        if self.sigma_mode == "memory":
+            images = torch.stack([dataset[i][0] for i in indices])
+            replayed, report = memory_replay(rows[PER_INPUT_STEM], images)
+            write_record(output_dir / f"{STEM}.tsv", replayed)
+            rows[STEM] = replayed
+            log.info("memory replay: %d certificates shrunk, %d switched class", report.shrunk, report.switched)
+        extra = {"subset": self._subset(indices, len(dataset)), **meta}
+        self.summary = self._summarize(rows[STEM], sigma, extra)
+        curves = [Curve(f"{self.sigma_mode} sigma", [r.radius for r in rows[STEM]], [r.correct for r in rows[STEM]])]
+        if self.sigma_mode != "fixed":
+            fixed = self._summarize(rows[FIXED_STEM], sigma, {})
+            self.summary.update(
+                soundness=MEMORY_NOTE if self.sigma_mode == "memory" else UNSOUND_NOTE,
+                fixed_sigma=fixed,
+                mean_sigma=sum(r.sigma for r in rows[STEM]) / max(1, len(rows[STEM])),
+            )
+            if self.sigma_mode == "memory":
+                self.summary["memory"] = {"order": "test index", **vars(report)}
+            curves = [
+                Curve(
+                    f"fixed sigma={sigma} (sound)",
+                    [r.radius for r in rows[FIXED_STEM]],
+                    [r.correct for r in rows[FIXED_STEM]],
+                ),
+                Curve(f"{self.sigma_mode} sigma (NOT sound)", curves[0].radii, curves[0].correct, dashed=True),
+            ]
+            log.warning("%s certificates are not sound guarantees: %s", self.sigma_mode, self.summary["soundness"])
+        write_metrics(self.summary, output_dir / "metrics.json")
+        title = f"{meta['method']} on {meta['dataset']} ({meta['arch']}), sigma={sigma}"
+        note = f"{len(indices)} images, n0={self.n0}, n={self.n}, alpha={self.alpha}, {self.mode} CERTIFY"
+        plot_certified_accuracy(curves, self.summary["radius_cap"], output_dir / "certified_accuracy.png", title, note)
+        log.info("certification results (%s):\n%s", output_dir, format_summary(self.summary))
+        self._log(trainer, pl_module, output_dir, rows)
+
+    def _records(self) -> list[tuple[str, GroupCertifier, bool]]:
+        """The records this run writes: (file stem, how a group of images is certified, whether it is sound)."""
+        if self.sigma_mode == "fixed":
+            return [(STEM, self._certify_group, True)]
+        per_input = STEM if self.sigma_mode == "data_dependent" else PER_INPUT_STEM
+        return [(FIXED_STEM, self._certify_group, True), (per_input, self._certify_group_per_input_sigma, False)]
+
+    def _collect(self, output_dir: Path, stem: str, indices: list[int]) -> list[CertificationRow]:
+        """Merge a record's shards and return its rows for ``indices``, in that order."""
+        rows_by_idx = {row.idx: row for row in merge_records(output_dir, stem)}
         extra = sorted(set(rows_by_idx).difference(indices))
         if extra:
-            log.warning("certify.tsv holds %d rows outside the requested subset; they are not summarised", len(extra))
-        rows = [rows_by_idx[i] for i in indices]
-        self.summary = self._summarize(rows, sigma, meta, indices, len(dataset))
-        write_metrics(self.summary, output_dir / "metrics.json")
-        radii, correct = [r.radius for r in rows], [r.correct for r in rows]
-        title = f"{meta['method']} on {meta['dataset']} ({meta['arch']}), sigma={sigma}"
-        note = f"{len(rows)} images, n0={self.n0}, n={self.n}, alpha={self.alpha}, {self.mode} CERTIFY"
-        plot_certified_accuracy(
-            radii, correct, self.summary["radius_cap"], output_dir / "certified_accuracy.png", title, note
-        )
-        log.info("certification results (%s):\n%s", output_dir, format_summary(self.summary))
-        self._log(trainer, pl_module, self.summary, output_dir, radii, correct)
+            log.warning("%s.tsv holds %d rows outside the requested subset; they are not summarised", stem, len(extra))
+        return [rows_by_idx[i] for i in indices]
+
+    def _subset(self, indices: list[int], test_size: int) -> dict[str, Any]:
+        return {
+            "start": self.start,
+            "skip": self.skip,
+            "max_images": self.max_images,
+            "test_size": test_size,
+            "digest": indices_digest(indices),
+            "indices": indices,
+        }
 
     def _protocol(self, sigma: float, test_size: int) -> dict[str, Any]:
         """Everything the rows depend on besides the model: resuming under other values is refused."""
@@ -207,6 +293,8 @@ class CertifyCallback(pl.Callback):
         }
         if self.schedule is not None:
             protocol.update(radius_cap=self._cap(sigma), looks=self.schedule.looks(), radius_step=self.radius_step)
+        if self.search is not None:
+            protocol.update(sigma_mode=self.sigma_mode, sigma_search=vars(self.search))
         return protocol
 
     def _cap(self, sigma: float) -> float:
@@ -226,26 +314,35 @@ class CertifyCallback(pl.Callback):
             if self.channels_last:
                 net.to(memory_format=torch.contiguous_format)
 
-    def _certify_share(self, smooth: Smooth, dataset: Any, share: list[int], record: Path) -> None:
-        """Certify the images of ``share`` not yet recorded, appending each row to ``record`` as it is done.
+    def _certify_share(
+        self,
+        smooth: Smooth,
+        dataset: Any,
+        share: list[int],
+        record: Path,
+        stem: str,
+        certify_group: GroupCertifier,
+        sound: bool,
+    ) -> None:
+        """Certify the images of ``share`` not yet in record ``stem``, appending each row to ``record`` when done.
 
         Images are taken ``images_per_batch`` at a time: their selection samples are drawn together (filling whole
         batches), then each image's estimation samples (several images together only when n < batch_size), and
         every row is written as soon as its image is certified.
         """
-        done = set(read_records(record.parent)).intersection(share) if record.parent.exists() else set()
+        done = set(read_records(record.parent, stem)).intersection(share) if record.parent.exists() else set()
         todo = [i for i in share if i not in done]
         if done:
             log.info("resuming certification: %d of %d images already certified", len(done), len(share))
-        progress = tqdm(total=len(share), initial=len(done), desc="certify", unit="img", mininterval=1.0)
+        progress = tqdm(total=len(share), initial=len(done), desc=stem, unit="img", mininterval=1.0)
         with RecordWriter(record) as writer:
             for first in range(0, len(todo), self.images_per_batch):
                 group = todo[first : first + self.images_per_batch]
                 items = [dataset[i] for i in group]
                 xs = torch.stack([item[0] for item in items])
                 labels = [int(item[1]) for item in items]
-                for position, cert in self._certify_group(smooth, xs, [derive_seed(self.seed, i) for i in group]):
-                    writer.append(self._row(group[position], labels[position], cert))
+                for position, cert in certify_group(smooth, xs, [derive_seed(self.seed, i) for i in group]):
+                    writer.append(self._row(group[position], labels[position], cert, sound))
                     progress.update(1)
         progress.close()
 
@@ -286,8 +383,19 @@ class CertifyCallback(pl.Callback):
             )
             yield from enumerate(certificates, start=first)
 
+    def _certify_group_per_input_sigma(
+        self, smooth: Smooth, xs: torch.Tensor, seeds: list[int]
+    ) -> Iterator[tuple[int, Certificate]]:
+        """Yield (position, certificate at the image's own optimised sigma) for each image of the group."""
+        assert self.search is not None
+        for position, (x, seed) in enumerate(zip(xs, seeds, strict=True)):
+            (cert,) = certify_data_dependent(
+                smooth, x.unsqueeze(0), self.n0, self.n, self.alpha, self.batch_size, self.search, seeds=[seed]
+            )
+            yield position, cert
+
     @staticmethod
-    def _row(idx: int, label: int, cert: Certificate) -> CertificationRow:
+    def _row(idx: int, label: int, cert: Certificate, sound: bool) -> CertificationRow:
         return CertificationRow(
             idx=idx,
             label=label,
@@ -299,11 +407,12 @@ class CertifyCallback(pl.Callback):
             n=cert.n,
             pA_lower=cert.p_a_lower,
             sigma=cert.sigma,
+            sound=sound,
         )
 
-    def _summarize(
-        self, rows: list[CertificationRow], sigma: float, meta: dict[str, Any], indices: list[int], test_size: int
-    ) -> dict[str, Any]:
+    def _summarize(self, rows: list[CertificationRow], sigma: float, extra: dict[str, Any]) -> dict[str, Any]:
+        """The metrics.json content of ``rows`` (the radius grid reaches the largest sigma's cap)."""
+        largest_sigma = max([sigma, *(row.sigma for row in rows)])
         return summarize(
             rows,
             sigma=sigma,
@@ -311,20 +420,13 @@ class CertifyCallback(pl.Callback):
             n=self.n,
             alpha=self.alpha,
             radius_step=self.radius_step,
-            cap=self._cap(sigma),
+            cap=self._cap(largest_sigma),
             extra={
-                **meta,
+                **extra,
                 "mode": self.mode,
+                "sigma_mode": self.sigma_mode,
                 "precision": self.precision,
                 "mean_samples": sum(row.n for row in rows) / len(rows) if rows else 0.0,
-                "subset": {
-                    "start": self.start,
-                    "skip": self.skip,
-                    "max_images": self.max_images,
-                    "test_size": test_size,
-                    "digest": indices_digest(indices),
-                    "indices": indices,
-                },
             },
         )
 
@@ -332,19 +434,28 @@ class CertifyCallback(pl.Callback):
         self,
         trainer: pl.Trainer,
         pl_module: pl.LightningModule,
-        summary: dict[str, Any],
         output_dir: Path,
-        radii: list[float],
-        correct: list[bool],
+        rows: dict[str, list[CertificationRow]],
     ) -> None:
-        """Log ACR and certified accuracy through Lightning, and the curve, table and records to W&B."""
-        pl_module.log("certify/acr", summary["acr"], rank_zero_only=True)
-        pl_module.log("certify/abstain_rate", summary["abstain_rate"], rank_zero_only=True)
-        for radius, accuracy in summary["certified_accuracy"].items():
-            pl_module.log(f"certify/acc@{radius}", accuracy, rank_zero_only=True)
+        """Log sound certificates as ``certify/*`` and per-input-sigma ones as ``certify_unsound/*``, everywhere."""
+        assert self.summary is not None
+        logged = [("certify", self.summary, rows[STEM])]
+        if self.sigma_mode != "fixed":
+            logged = [
+                ("certify", self.summary["fixed_sigma"], rows[FIXED_STEM]),
+                ("certify_unsound", self.summary, rows[STEM]),
+            ]
+        for prefix, summary, records in logged:
+            pl_module.log(f"{prefix}/acr", summary["acr"], rank_zero_only=True)
+            pl_module.log(f"{prefix}/abstain_rate", summary["abstain_rate"], rank_zero_only=True)
+            for radius, accuracy in summary["certified_accuracy"].items():
+                pl_module.log(f"{prefix}/acc@{radius}", accuracy, rank_zero_only=True)
+            for logger in trainer.loggers:
+                if isinstance(logger, WandbLogger):
+                    _log_to_wandb(logger, prefix, summary, [r.radius for r in records], [r.correct for r in records])
         for logger in trainer.loggers:
             if isinstance(logger, WandbLogger):
-                _log_to_wandb(logger, summary, output_dir, radii, correct)
+                _log_records_to_wandb(logger, self.summary, output_dir)
 
 
 def _barrier(trainer: pl.Trainer) -> None:
@@ -353,8 +464,9 @@ def _barrier(trainer: pl.Trainer) -> None:
 
 
 def _log_to_wandb(
-    logger: WandbLogger, summary: dict[str, Any], output_dir: Path, radii: list[float], correct: list[bool]
+    logger: WandbLogger, prefix: str, summary: dict[str, Any], radii: list[float], correct: list[bool]
 ) -> None:
+    """The certified-accuracy curve as a W&B line plot and table under ``prefix`` (labelled when not sound)."""
     import wandb
 
     grid, accuracy = accuracy_curve(radii, correct, summary["radius_cap"])
@@ -362,17 +474,28 @@ def _log_to_wandb(
         columns=["radius", "certified_accuracy"],
         data=[[float(r), float(a)] for r, a in zip(grid, accuracy, strict=True)],
     )
-    title = f"certified accuracy ({summary['method']}, {summary['dataset']}, sigma={summary['sigma']})"
+    label = "" if summary.get("sound", True) else f" NOT SOUND ({summary.get('sigma_mode')} sigma)"
+    title = f"certified accuracy{label} ({summary.get('method')}, {summary.get('dataset')}, sigma={summary['sigma']})"
     run = logger.experiment
     run.log(
         {
-            "certify/curve": wandb.plot.line(table, "radius", "certified_accuracy", title=title),
-            "certify/curve_table": table,
-            "certify/plot": wandb.Image(str(output_dir / "certified_accuracy.png")),
+            f"{prefix}/curve": wandb.plot.line(table, "radius", "certified_accuracy", title=title),
+            f"{prefix}/curve_table": table,
         }
     )
-    run.summary["certify/acr"] = summary["acr"]
-    artifact = wandb.Artifact(f"certify-{run.id}", type="certification", metadata={"acr": summary["acr"]})
-    artifact.add_file(str(output_dir / "certify.tsv"))
+    run.summary[f"{prefix}/acr"] = summary["acr"]
+
+
+def _log_records_to_wandb(logger: WandbLogger, summary: dict[str, Any], output_dir: Path) -> None:
+    """The plot and every record file of the run (with metrics.json) as a W&B image and artifact."""
+    import wandb
+
+    run = logger.experiment
+    run.log({"certify/plot": wandb.Image(str(output_dir / "certified_accuracy.png"))})
+    artifact = wandb.Artifact(
+        f"certify-{run.id}", type="certification", metadata={"acr": summary["acr"], "sound": summary["sound"]}
+    )
+    for path in sorted(output_dir.glob("certify*.tsv")):
+        artifact.add_file(str(path))
     artifact.add_file(str(output_dir / "metrics.json"))
     run.log_artifact(artifact)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -22,27 +23,35 @@ def accuracy_curve(
     return grid, np.array([certified_accuracy(radii, correct, r) for r in grid])
 
 
-def plot_certified_accuracy(
-    radii: Sequence[float], correct: Sequence[bool], cap: float, path: Path, title: str, note: str = ""
-) -> None:
-    """Save the certified-accuracy curve to ``path``, with the radius cap as a dashed line.
+@dataclass(frozen=True)
+class Curve:
+    """One certified-accuracy curve: its legend label, each image's radius and correctness."""
+
+    label: str
+    radii: Sequence[float]
+    correct: Sequence[bool]
+    dashed: bool = False
+
+
+def plot_certified_accuracy(curves: Sequence[Curve], cap: float, path: Path, title: str, note: str = "") -> None:
+    """Save the certified-accuracy curves to ``path``, with the radius cap as a dashed vertical line.
 
     Args:
-        radii: certified radius per image (0 for abstentions).
-        correct: whether each prediction equals the label.
-        cap: the largest certifiable radius sigma * Phi^-1(alpha^(1/n)).
+        curves: the curves to draw (the sound certificate first; unsound ones dashed and labelled so).
+        cap: the largest radius any curve can reach (sigma * Phi^-1(alpha^(1/n)) for fixed-sigma CERTIFY).
         path: the PNG to write.
         title: the figure title (method, dataset, sigma).
         note: a second line under the title (protocol, soundness label).
     """
-    grid, accuracy = accuracy_curve(radii, correct, cap)
     figure, axes = plt.subplots(figsize=(6, 4))
-    axes.plot(grid, accuracy, lw=2)
-    axes.axvline(cap, ls="--", color="grey", lw=1, label=f"radius cap {cap:.3f}")
-    axes.set(xlabel="l2 radius (pixel units in [0,1])", ylabel="certified accuracy", ylim=(0, 1), xlim=(0, grid[-1]))
+    for curve in curves:
+        grid, accuracy = accuracy_curve(curve.radii, curve.correct, cap)
+        axes.plot(grid, accuracy, lw=2, ls="--" if curve.dashed else "-", label=curve.label)
+    axes.axvline(cap, ls=":", color="grey", lw=1, label=f"radius cap {cap:.3f}")
+    axes.set(xlabel="l2 radius (pixel units in [0,1])", ylabel="certified accuracy", ylim=(0, 1), xlim=(0, 1.05 * cap))
     axes.set_title(title + (f"\n{note}" if note else ""), fontsize=10)
     axes.grid(alpha=0.3)
-    axes.legend(loc="upper right")
+    axes.legend(loc="upper right", fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)

@@ -96,30 +96,38 @@ def read_rows(path: Path) -> list[CertificationRow]:
     return [CertificationRow.from_line(line) for line in body if line]
 
 
-RECORD = "certify.tsv"
+STEM = "certify"
+RECORD = f"{STEM}.tsv"
 PROTOCOL = "certify_protocol.json"
 
 
-def shard_record(rank: int, world_size: int) -> str:
-    """The file a rank appends its rows to: ``certify.tsv`` alone, ``certify.rank<r>-of-<w>.tsv`` when sharded."""
-    return RECORD if world_size == 1 else f"certify.rank{rank}-of-{world_size}.tsv"
+def shard_record(rank: int, world_size: int, stem: str = STEM) -> str:
+    """The file a rank appends its rows to: ``certify.tsv`` alone, ``certify.rank<r>-of-<w>.tsv`` when sharded.
+
+    ``stem`` names other records of the same run (``certify_fixed_sigma``: the sound certificates reported beside
+    data-dependent ones).
+    """
+    return f"{stem}.tsv" if world_size == 1 else f"{stem}.rank{rank}-of-{world_size}.tsv"
 
 
-def record_files(directory: Path) -> list[Path]:
-    """``certify.tsv`` and every shard file in ``directory`` that exists."""
+def record_files(directory: Path, stem: str | None = STEM) -> list[Path]:
+    """The record ``<stem>.tsv`` and its shard files in ``directory`` that exist (every stem's when ``None``)."""
     directory = Path(directory)
-    files = sorted(directory.glob("certify.rank*-of-*.tsv"))
-    return ([directory / RECORD] if (directory / RECORD).exists() else []) + files
+    if stem is None:
+        return sorted(p for p in directory.glob("certify*.tsv"))
+    files = sorted(directory.glob(f"{stem}.rank*-of-*.tsv"))
+    main = directory / f"{stem}.tsv"
+    return ([main] if main.exists() else []) + files
 
 
-def read_records(directory: Path) -> dict[int, CertificationRow]:
-    """Every certified row in ``directory`` (main record and shards), keyed by image index.
+def read_records(directory: Path, stem: str = STEM) -> dict[int, CertificationRow]:
+    """Every row of record ``stem`` in ``directory`` (main file and shards), keyed by image index.
 
     Raises:
         ValueError: two files disagree about an image (they were not written by one rsbench protocol).
     """
     rows: dict[int, CertificationRow] = {}
-    for path in record_files(directory):
+    for path in record_files(directory, stem):
         for row in read_rows(path):
             if row.idx in rows and rows[row.idx] != row:
                 raise ValueError(f"{path} and another record disagree about image {row.idx}; not one rsbench run")
@@ -137,7 +145,7 @@ def check_protocol(directory: Path, protocol: Mapping[str, Any], extendable: Ite
         ProtocolMismatchError: the stored protocol differs, or rows exist without a stored protocol.
     """
     directory = Path(directory)
-    if not record_files(directory):
+    if not record_files(directory, None):
         return
     stored_path = directory / PROTOCOL
     if not stored_path.exists():
@@ -166,19 +174,24 @@ def write_protocol(directory: Path, protocol: Mapping[str, Any]) -> None:
     _write_atomically(Path(directory) / PROTOCOL, json.dumps(dict(protocol), indent=2, sort_keys=True) + "\n")
 
 
-def merge_records(directory: Path) -> list[CertificationRow]:
-    """Fold every shard file into ``certify.tsv`` (rows sorted by image index) and return all rows.
+def merge_records(directory: Path, stem: str = STEM) -> list[CertificationRow]:
+    """Fold every shard of record ``stem`` into ``<stem>.tsv`` (rows sorted by image index); return all rows.
 
     The merged file is written atomically before the shards are removed, so a crash never loses a row.
     """
     directory = Path(directory)
-    rows = sorted(read_records(directory).values(), key=lambda row: row.idx)
-    shards = [path for path in record_files(directory) if path.name != RECORD]
+    rows = sorted(read_records(directory, stem).values(), key=lambda row: row.idx)
+    shards = [path for path in record_files(directory, stem) if path.name != f"{stem}.tsv"]
     if shards:
-        _write_atomically(directory / RECORD, "\t".join(COLUMNS) + "\n" + "".join(row.to_line() for row in rows))
+        write_record(directory / f"{stem}.tsv", rows)
         for path in shards:
             path.unlink()
     return rows
+
+
+def write_record(path: Path, rows: Iterable[CertificationRow]) -> None:
+    """Write a whole record at once, atomically (used for merged and post-processed records)."""
+    _write_atomically(Path(path), "\t".join(COLUMNS) + "\n" + "".join(row.to_line() for row in rows))
 
 
 class RecordWriter:

@@ -308,7 +308,7 @@ class Smooth(NoiseMixin):
             (min(batch_size, total), *xs.shape[1:]), dtype=torch.float32, device=device, memory_format=memory_format
         )
         counts = torch.zeros(images * self.num_classes, dtype=torch.long, device=device)
-        with _eval_mode(self.base_classifier), torch.inference_mode():
+        with eval_mode(self.base_classifier), torch.inference_mode():
             for start in range(0, total, batch_size):
                 stop = min(start + batch_size, total)
                 batch = buffer[: stop - start]
@@ -341,7 +341,7 @@ class Smooth(NoiseMixin):
 
 
 @contextlib.contextmanager
-def _eval_mode(classifier: Callable[[Tensor], Tensor]) -> Iterator[None]:
+def eval_mode(classifier: Callable[[Tensor], Tensor]) -> Iterator[None]:
     """Put every submodule in eval mode, then restore each one's previous mode (not blanket ``train()``)."""
     if not isinstance(classifier, nn.Module):
         yield

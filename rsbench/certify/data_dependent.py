@@ -1,0 +1,182 @@
+"""Data-dependent certification (DDRS) and its memory-based repair, reported as what they are.
+
+``certify_data_dependent`` optimises sigma per input (:mod:`rsbench.certify.sigma_search`, the paper's Algorithm 1)
+and runs Cohen et al.'s CERTIFY at that sigma, as the DDRS paper did. Such a radius is *not* a certificate for the
+classifier that is actually deployed, G(x) = g_{sigma(x)}(x): at x + delta the classifier smooths with sigma(x + delta),
+which neither the radius nor the search controls (certify_theory.md section 2; Súkeník et al. 2022). rsbench
+therefore writes these rows with ``sound = false`` and always reports the fixed-sigma certificate beside them.
+
+``memory_replay`` is the later memory-based certification (the DDRS repository's post-processing, UAI 2022):
+certified points are replayed in a fixed order and stored; a new point whose ball overlaps a stored ball of another
+class has its radius shrunk to stay outside it, and a point inside such a ball takes the stored class and the
+distance to that ball's boundary. Its certificates describe a *stateful* classifier whose answers depend on the
+order of its queries (here: test index order) and on the subset certified; each stored certificate can fail with
+probability alpha, so jointly up to (memory size) x alpha. rsbench keeps them ``sound = false`` as well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import torch
+from torch import Tensor
+
+from rsbench.certify.records import CertificationRow
+from rsbench.certify.seeding import make_generator
+from rsbench.certify.sigma_search import optimize_sigma
+from rsbench.certify.smooth import Certificate, Smooth, eval_mode
+
+SIGMA_SEARCH = 3  # the seeding phase of the sigma-search noise (selection 0, estimation 1, prediction 2)
+
+UNSOUND_NOTE = (
+    "data-dependent sigma: Cohen radius at each input's own sigma, NOT a sound certificate for the input-dependent "
+    "classifier (nearby inputs get other sigmas); the fixed-sigma certificate is the sound one"
+)
+MEMORY_NOTE = (
+    "memory-based: certificates of a stateful classifier replayed in test-index order over this subset; "
+    "order- and subset-dependent, failure probability up to (memory size) x alpha jointly"
+)
+
+
+@dataclass(frozen=True)
+class SigmaSearch:
+    """Settings of the per-input sigma search (Algorithm 1).
+
+    Attributes:
+        iterations: K, gradient-ascent steps.
+        lr: alpha, the ascent step size.
+        samples: n, noise draws per input and step.
+        init: sigma_0; ``None`` starts from the certification sigma.
+        min_sigma: sigma never goes below this.
+    """
+
+    iterations: int = 100
+    lr: float = 1e-4
+    samples: int = 64
+    init: float | None = None
+    min_sigma: float = 1e-3
+
+    def __post_init__(self) -> None:
+        if self.iterations < 0:
+            raise ValueError(f"sigma_iters must be >= 0, got {self.iterations}")
+        if self.samples < 1:
+            raise ValueError(f"sigma_samples must be >= 1, got {self.samples}")
+        if self.lr < 0:
+            raise ValueError(f"sigma_lr must be >= 0, got {self.lr}")
+        if self.init is not None and self.init <= 0:
+            raise ValueError(f"sigma_init must be > 0 (or null: the certification sigma), got {self.init}")
+
+
+def certify_data_dependent(
+    smooth: Smooth,
+    xs: Tensor,
+    n0: int,
+    n: int,
+    alpha: float,
+    batch_size: int,
+    search: SigmaSearch,
+    *,
+    seeds: Sequence[int],
+) -> list[Certificate]:
+    """Optimise each image's sigma (in eval mode), then CERTIFY each image at its own sigma.
+
+    The certificates carry the per-image sigma in ``sigma``; they are not sound (see the module docstring).
+
+    Args:
+        smooth: the fixed-sigma smoothed classifier (its base classifier, precision and sigma, the search start).
+        xs: images ``[K, C, H, W]``.
+        n0: selection samples.
+        n: estimation samples.
+        alpha: the failure probability of each (per-sigma) certificate.
+        batch_size: noisy samples per forward pass.
+        search: the sigma-search settings.
+        seeds: one seed per image; the search and both CERTIFY streams derive from it.
+    """
+    device = smooth.device_for(xs)
+    start = search.init if search.init is not None else smooth.sigma
+    sigmas: list[float] = []
+    with eval_mode(smooth.base_classifier):
+        for x, seed in zip(xs, seeds, strict=True):
+            optimized = optimize_sigma(
+                smooth.base_classifier,
+                x.unsqueeze(0).to(device),
+                start,
+                iterations=search.iterations,
+                lr=search.lr,
+                samples=search.samples,
+                min_sigma=search.min_sigma,
+                generator=make_generator(device, seed, SIGMA_SEARCH),
+            )
+            sigmas.append(float(optimized[0]))
+    certificates = []
+    for x, sigma, seed in zip(xs, sigmas, seeds, strict=True):
+        at_sigma = Smooth(
+            smooth.base_classifier,
+            smooth.num_classes,
+            sigma,
+            precision=smooth.precision,
+            channels_last=smooth.channels_last,
+        )
+        certificates.append(at_sigma.certify_with_details(x, n0, n, alpha, batch_size, seed=seed))
+    return certificates
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    """What the memory replay changed."""
+
+    memory_size: int
+    shrunk: int
+    switched: int
+
+
+def memory_replay(rows: Sequence[CertificationRow], images: Tensor) -> tuple[list[CertificationRow], MemoryReport]:
+    """Replay data-dependent certificates in the given order through a memory of certified balls.
+
+    For each row (in order), the stored balls of *other* classes that its ball overlaps (distance < R_j + R) are
+    found. If the point lies inside one (distance < R_j), it takes that ball's class and the radius R_j - distance
+    (the largest ball around it inside the stored one); otherwise its radius shrinks to min_j (distance - R_j). The
+    resulting certificate is stored. Abstentions pass through and are not stored. Conflicts never raise.
+
+    Args:
+        rows: the data-dependent certificates, in replay order.
+        images: the images of ``rows`` in the same order, ``[N, C, H, W]`` in [0,1] pixel space.
+
+    Returns:
+        The replayed rows (``sound = false``) and a report of how many were shrunk or switched class.
+    """
+    if len(rows) != len(images):
+        raise ValueError(f"got {len(rows)} rows but {len(images)} images")
+    flat = images.reshape(len(images), -1).to(torch.float64)
+    centers: list[int] = []
+    radii: list[float] = []
+    classes: list[int] = []
+    replayed: list[CertificationRow] = []
+    shrunk = switched = 0
+    for position, row in enumerate(rows):
+        prediction, radius = row.predict, row.radius
+        if prediction != -1 and centers:
+            stored = torch.as_tensor(centers)
+            distances = torch.linalg.vector_norm(flat[stored] - flat[position], dim=1)
+            stored_radii = torch.as_tensor(radii, dtype=torch.float64)
+            other = torch.as_tensor(classes) != prediction
+            conflict = other & (distances < stored_radii + radius)
+            if bool(conflict.any()):
+                margins = torch.where(conflict, distances - stored_radii, torch.inf)
+                nearest = int(margins.argmin())
+                margin = float(margins[nearest])
+                if margin < 0:
+                    prediction, radius = classes[nearest], -margin
+                    switched += 1
+                else:
+                    radius = min(radius, margin)
+                    shrunk += 1
+        if prediction != -1:
+            centers.append(position)
+            radii.append(radius)
+            classes.append(prediction)
+        replayed.append(
+            replace(row, predict=prediction, radius=radius, correct=prediction == row.label, sound=False)
+        )
+    return replayed, MemoryReport(memory_size=len(centers), shrunk=shrunk, switched=switched)
