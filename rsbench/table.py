@@ -2,7 +2,8 @@
 
 Every ``metrics.json`` found under the given paths becomes one row: method, dataset, arch, sigma, the protocol
 (n, alpha, images), ACR and certified accuracy at the requested radii, printed as a Markdown table. Rows whose
-certificates are not sound are marked, so they cannot be mistaken for certificates.
+certificates are not sound are marked, so they cannot be mistaken for certificates; a run certified with a
+per-input sigma also gets a row for the sound fixed-sigma certificate it reports beside it.
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ def markdown_table(rows: Sequence[tuple[Path, dict[str, Any]]], radii: Sequence[
     """A Markdown table: one line per run, certified accuracy in % at ``radii`` ("-" beyond the radius cap)."""
     header = ["method", "dataset", "arch", "sigma", "n", "alpha", "images", "ACR", *(f"r={r:g}" for r in radii), "run"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for path, m in rows:
+    for path, m in _with_fixed_sigma_rows(rows):
         accuracy = m.get("certified_accuracy", {})
         cells = [
-            m.get("method", "?") + ("" if m.get("sound", True) else " (not sound)"),
+            m.get("method", "?") + _label(m),
             m.get("dataset", "?"),
             m.get("arch", "?"),
             f"{m['sigma']:g}",
@@ -43,6 +44,26 @@ def markdown_table(rows: Sequence[tuple[Path, dict[str, Any]]], radii: Sequence[
         cells.append(str(path.parent))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _with_fixed_sigma_rows(rows: Sequence[tuple[Path, dict[str, Any]]]) -> list[tuple[Path, dict[str, Any]]]:
+    """The runs, each data-dependent one preceded by its sound fixed-sigma certificate (``fixed_sigma``)."""
+    expanded = []
+    for path, metrics in rows:
+        if "fixed_sigma" in metrics:
+            meta = {k: metrics[k] for k in ("method", "dataset", "arch") if k in metrics}
+            expanded.append((path, {**metrics["fixed_sigma"], **meta, "_label": " (fixed sigma, sound)"}))
+        expanded.append((path, metrics))
+    return expanded
+
+
+def _label(metrics: dict[str, Any]) -> str:
+    if "_label" in metrics:
+        return str(metrics["_label"])
+    if metrics.get("sound", True):
+        return ""
+    mode = metrics.get("sigma_mode")
+    return " (not sound)" if mode in (None, "fixed") else f" ({mode} sigma, not sound)"
 
 
 def main(argv: list[str] | None = None) -> None:

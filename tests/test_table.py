@@ -23,7 +23,13 @@ METRICS = {
 
 
 def test_table_lists_every_run_and_marks_unsound_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    for job, extra in (("0", {}), ("1", {"sigma": 0.5, "sound": False})):
+    data_dependent = {
+        "sigma": 0.5,
+        "sound": False,
+        "sigma_mode": "data_dependent",
+        "fixed_sigma": {**METRICS, "acr": 0.4},
+    }
+    for job, extra in (("0", {}), ("1", data_dependent)):
         (tmp_path / job).mkdir()
         (tmp_path / job / "metrics.json").write_text(json.dumps({**METRICS, **extra}))
     main([str(tmp_path), "--radii", "0", "0.5", "1"])
@@ -31,7 +37,9 @@ def test_table_lists_every_run_and_marks_unsound_rows(tmp_path: Path, capsys: py
     assert lines[0] == "| method | dataset | arch | sigma | n | alpha | images | ACR | r=0 | r=0.5 | r=1 | run |"
     expected = "| gaussian | cifar10 | cifar_resnet110 | 0.25 | 100,000 | 0.001 | 100 | 0.512 | 90.0 | 50.0 | - |"
     assert lines[2] == f"{expected} {tmp_path / '0'} |"
-    assert lines[3].startswith("| gaussian (not sound) | cifar10 | cifar_resnet110 | 0.5 |")
+    assert lines[3].startswith("| gaussian (fixed sigma, sound) | cifar10 | cifar_resnet110 | 0.25 |")
+    assert "| 0.400 |" in lines[3]
+    assert lines[4].startswith("| gaussian (data_dependent sigma, not sound) | cifar10 | cifar_resnet110 | 0.5 |")
 
 
 def test_table_without_runs_is_an_error(tmp_path: Path) -> None:

@@ -115,8 +115,9 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
     def training_step(self, batch: tuple[Tensor, ...], batch_idx: int) -> Tensor | None:
         """Compute the method's loss (one optimizer step per chunk when ``steps_per_batch > 1``) and log it."""
         x, y, indices = batch[:3]
+        sigma = self.example_sigma(x, y, indices)
         if self.automatic_optimization:
-            out = self.training_loss(Batch(x, y, indices))
+            out = self.training_loss(Batch(x, y, indices, sigma))
             self._log_training(out)
             return out.loss
         size = len(x) // self.steps_per_batch
@@ -128,11 +129,20 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
         optimizer = self.optimizers()
         for chunk in range(self.steps_per_batch):
             part = slice(chunk * size, (chunk + 1) * size)
-            out = self.training_loss(Batch(x[part], y[part], indices[part]))
+            part_sigma = sigma[part] if isinstance(sigma, Tensor) and sigma.dim() > 0 else sigma
+            out = self.training_loss(Batch(x[part], y[part], indices[part], part_sigma))
             optimizer.zero_grad()  # type: ignore[union-attr]
             self.manual_backward(out.loss)
             optimizer.step()  # type: ignore[union-attr]
             self._log_training(out)
+        return None
+
+    def example_sigma(self, x: Tensor, y: Tensor, indices: Tensor) -> SigmaLike | None:
+        """The noise level of each training example of a batch: ``None`` (the module's ``sigma``) by default.
+
+        Data-dependent smoothing overrides it to return a per-example sigma ``[B]``; every method's loss then
+        draws its noise at that sigma (``batch.sigma``).
+        """
         return None
 
     def on_train_epoch_end(self) -> None:
