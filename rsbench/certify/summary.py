@@ -81,10 +81,16 @@ def _dumps(value: Any, indent: int = 0) -> str:
 
 
 def format_summary(summary: Mapping[str, Any]) -> str:
-    """A short human-readable report: ACR, abstention and certified accuracy per radius."""
+    """A short human-readable report: ACR, abstention and certified accuracy per radius (soundness first)."""
     accuracy = "  ".join(f"r={r}: {100 * a:.1f}%" for r, a in summary["certified_accuracy"].items())
-    return (
+    report = (
         f"ACR {summary['acr']:.4f} over {summary['num_images']} images "
         f"(sigma={summary['sigma']}, n0={summary['n0']}, n={summary['n']}, alpha={summary['alpha']}; "
         f"abstained {100 * summary['abstain_rate']:.1f}%)\ncertified accuracy: {accuracy}"
     )
+    if summary.get("sound", True):
+        return report
+    report = f"NOT SOUND ({summary.get('soundness', 'see metrics.json')}):\n{report}"
+    if "fixed_sigma" in summary:
+        report += "\nsound, at fixed sigma: " + format_summary(summary["fixed_sigma"])
+    return report
