@@ -26,18 +26,21 @@ def find_metrics(paths: Iterable[Path]) -> list[tuple[Path, dict[str, Any]]]:
 
 def markdown_table(rows: Sequence[tuple[Path, dict[str, Any]]], radii: Sequence[float]) -> str:
     """A Markdown table: one line per run, certified accuracy in % at ``radii`` ("-" beyond the radius cap)."""
-    header = ["method", "dataset", "arch", "sigma", "n", "alpha", "images", "ACR", *(f"r={r:g}" for r in radii), "run"]
+    header = ["method", "dataset", "arch", "sigma", "n", "alpha", "images", "samples/img", "ACR"]
+    header += [*(f"r={r:g}" for r in radii), "run"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for path, m in _with_fixed_sigma_rows(rows):
         accuracy = m.get("certified_accuracy", {})
+        mode = " (sequential)" if m.get("mode") == "sequential" else ""
         cells = [
-            m.get("method", "?") + _label(m),
+            m.get("method", "?") + mode + _label(m),
             m.get("dataset", "?"),
             m.get("arch", "?"),
             f"{m['sigma']:g}",
             f"{m['n']:,}",
             f"{m['alpha']:g}",
             str(m["num_images"]),
+            f"{m.get('mean_samples', m['n']):,.0f}",
             f"{m['acr']:.3f}",
         ]
         cells += [f"{100 * accuracy[repr(float(r))]:.1f}" if repr(float(r)) in accuracy else "-" for r in radii]

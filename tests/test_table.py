@@ -34,8 +34,11 @@ def test_table_lists_every_run_and_marks_unsound_rows(tmp_path: Path, capsys: py
         (tmp_path / job / "metrics.json").write_text(json.dumps({**METRICS, **extra}))
     main([str(tmp_path), "--radii", "0", "0.5", "1"])
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "| method | dataset | arch | sigma | n | alpha | images | ACR | r=0 | r=0.5 | r=1 | run |"
-    expected = "| gaussian | cifar10 | cifar_resnet110 | 0.25 | 100,000 | 0.001 | 100 | 0.512 | 90.0 | 50.0 | - |"
+    header = "| method | dataset | arch | sigma | n | alpha | images | samples/img | ACR | r=0 | r=0.5 | r=1 | run |"
+    assert lines[0] == header
+    expected = (
+        "| gaussian | cifar10 | cifar_resnet110 | 0.25 | 100,000 | 0.001 | 100 | 100,000 | 0.512 | 90.0 | 50.0 | - |"
+    )
     assert lines[2] == f"{expected} {tmp_path / '0'} |"
     assert lines[3].startswith("| gaussian (fixed sigma, sound) | cifar10 | cifar_resnet110 | 0.25 |")
     assert "| 0.400 |" in lines[3]
