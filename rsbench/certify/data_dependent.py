@@ -176,7 +176,5 @@ def memory_replay(rows: Sequence[CertificationRow], images: Tensor) -> tuple[lis
             centers.append(position)
             radii.append(radius)
             classes.append(prediction)
-        replayed.append(
-            replace(row, predict=prediction, radius=radius, correct=prediction == row.label, sound=False)
-        )
+        replayed.append(replace(row, predict=prediction, radius=radius, correct=prediction == row.label, sound=False))
     return replayed, MemoryReport(memory_size=len(centers), shrunk=shrunk, switched=switched)
