@@ -1,6 +1,23 @@
 """Training methods: one LightningModule subclass per method, each overriding its loss (``training_loss``)."""
 
 from rsbench.methods.base import Batch, SmoothingModule, StepOutput
+from rsbench.methods.catrs import CATRS
+from rsbench.methods.consistency import ConsistencyRegularization
 from rsbench.methods.gaussian import GaussianAugmentation
+from rsbench.methods.macer import MACER
+from rsbench.methods.smoothadv import SmoothAdv
+from rsbench.methods.smoothmix import SmoothMix
+from rsbench.methods.stability import StabilityTraining
 
-__all__ = ["Batch", "GaussianAugmentation", "SmoothingModule", "StepOutput"]
+__all__ = [
+    "CATRS",
+    "MACER",
+    "Batch",
+    "ConsistencyRegularization",
+    "GaussianAugmentation",
+    "SmoothAdv",
+    "SmoothMix",
+    "SmoothingModule",
+    "StabilityTraining",
+    "StepOutput",
+]

@@ -1,0 +1,224 @@
+"""CAT-RS's teacher soft labels: the smoothed vote histogram of a pretrained Gaussian model on every training image.
+
+Jeong, Kim and Shin (AAAI 2023) set y_hat(x) to the smoothed prediction of a Gaussian-trained classifier: the
+authors' ``smooth_prediction.py --split train --N 10000`` stores, for every training image, the hard-vote
+histogram counts / N of the sigma = 0.25 Gaussian model (``Smooth.confidence_top2``), and every CAT-RS run, whatever
+its own sigma, loads that sigma = 0.25 file. rsbench computes the same table once per (teacher weights, dataset,
+N, teacher sigma, seed) and caches it on disk; a training batch looks its rows up by ``Batch.indices`` (positions in
+the full training set).
+
+Deviation: the votes are computed on the evaluation view of each image (no crop/flip), in eval mode. The authors
+computed them on the training split as their loader served it, i.e. on one random crop/flip of each CIFAR image.
+On datasets without training augmentation (MNIST, the embedded subset) the two coincide.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.utils.data import Dataset
+from tqdm.auto import tqdm
+
+from rsbench.archs.classifier import Classifier, check_signature, weights_fingerprint
+from rsbench.certify.seeding import make_generator
+from rsbench.certify.smooth import Smooth
+from rsbench.errors import CheckpointMismatchError, ConfigError
+
+log = logging.getLogger(__name__)
+
+SIGNATURE_KEY = "rsbench"
+SAVE_EVERY_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class TeacherKey:
+    """Everything the soft labels depend on; two runs with equal keys share one cache file.
+
+    Attributes:
+        teacher: the teacher's weights fingerprint (:func:`rsbench.archs.weights_fingerprint`).
+        dataset: the dataset's name.
+        num_images: the size of the full training set.
+        labels_digest: a digest of the training labels (catches a different version of the data).
+        num_classes: C.
+        num_samples: N, noisy votes per image.
+        sigma: the teacher's noise level.
+        seed: the seed of the vote noise (image i's noise comes from (seed, i)).
+        view: which view of each image was labelled (``eval``: the evaluation transform).
+    """
+
+    teacher: str
+    dataset: str
+    num_images: int
+    labels_digest: str
+    num_classes: int
+    num_samples: int
+    sigma: float
+    seed: int
+    view: str = "eval"
+
+    def digest(self) -> str:
+        """A short hash of the key, used in the cache file name."""
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def labels_digest(labels: Sequence[int]) -> str:
+    """A short hash of a label list."""
+    return hashlib.sha256(",".join(str(int(v)) for v in labels).encode()).hexdigest()[:16]
+
+
+def load_teacher(path: str | Path, like: Classifier) -> tuple[Classifier, float]:
+    """Load an rsbench checkpoint into a copy of ``like`` and return it with the sigma it was trained at.
+
+    The teacher must have the student's architecture, class count and input layer (the authors' teacher is the
+    same network trained with Gaussian augmentation); its sigma may differ.
+
+    Raises:
+        ConfigError: no file at ``path``.
+        CheckpointMismatchError: not an rsbench checkpoint, or one made for another architecture / data.
+    """
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"method.teacher_ckpt={str(path)!r} is not a file")
+    checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    saved: Mapping[str, Any] | None = checkpoint.get(SIGNATURE_KEY) if isinstance(checkpoint, Mapping) else None
+    if saved is None:
+        raise CheckpointMismatchError(
+            f"method.teacher_ckpt={str(path)!r} has no rsbench signature; train the teacher with rsbench "
+            "(python -m rsbench method=gaussian ...)"
+        )
+    check_signature(saved, like.signature(), f"method.teacher_ckpt={str(path)!r}")
+    state = {key[len("net.") :]: value for key, value in checkpoint["state_dict"].items() if key.startswith("net.")}
+    teacher = copy.deepcopy(like)
+    teacher.load_state_dict(state)
+    teacher.requires_grad_(False)
+    return teacher, float(saved["sigma"])
+
+
+def vote_histograms(
+    teacher: Classifier,
+    images: Dataset,
+    num_classes: int,
+    sigma: float,
+    num_samples: int,
+    batch_size: int,
+    seed: int,
+    partial: Tensor | None = None,
+    checkpoint: Path | None = None,
+) -> Tensor:
+    """The smoothed hard-vote histogram counts / N of ``teacher`` on every image of ``images``: ``[len, C]``.
+
+    Image i's N noisy copies are drawn from a generator seeded by (seed, i), so the table does not depend on the
+    batch size or on an interruption. Runs in eval mode on the teacher's device, ``batch_size`` noisy copies per
+    forward pass, with a progress bar; every ``SAVE_EVERY_SECONDS`` the rows computed so far are saved to
+    ``checkpoint`` so an interrupted computation resumes.
+
+    Args:
+        teacher: the base classifier (its device is used).
+        images: a dataset of ``(image, label, ...)`` with images in [0,1].
+        num_classes: C.
+        sigma: the teacher's noise level.
+        num_samples: N.
+        batch_size: noisy copies per forward pass.
+        seed: the vote-noise seed.
+        partial: a table whose first rows are already computed (the rest NaN), from an interrupted run.
+        checkpoint: where to save progress (``None``: nowhere).
+    """
+    total = len(images)  # type: ignore[arg-type]
+    table = partial.clone() if partial is not None else torch.full((total, num_classes), float("nan"))
+    missing = table.isnan().any(dim=1).nonzero()
+    done = int(missing[0]) if len(missing) else total
+    smooth = Smooth(teacher, num_classes, sigma)
+    device = next(iter(teacher.parameters())).device
+    last_save = time.monotonic()
+    progress = tqdm(total=total, initial=done, desc="CAT-RS teacher votes", unit="img", mininterval=1.0)
+    for index in range(done, total):
+        image = images[index][0]
+        generator = make_generator(device, seed, index)
+        counts = smooth.sample_counts(image, num_samples, batch_size, generator)
+        table[index] = torch.as_tensor(counts, dtype=torch.float32) / num_samples
+        progress.update(1)
+        if checkpoint is not None and time.monotonic() - last_save > SAVE_EVERY_SECONDS:
+            _save_atomic({"soft_labels": table}, checkpoint)
+            last_save = time.monotonic()
+    progress.close()
+    return table
+
+
+def cache_path(cache_dir: Path, key: TeacherKey) -> Path:
+    """Where the soft labels of ``key`` are cached."""
+    return cache_dir / f"catrs_soft_labels_{key.dataset}_{key.digest()}.pt"
+
+
+def teacher_soft_labels(
+    teacher: Classifier,
+    images: Dataset,
+    key: TeacherKey,
+    cache_dir: Path,
+    batch_size: int,
+) -> Tensor:
+    """The soft labels ``[len(images), C]`` of ``key``: read from the cache, or computed and cached.
+
+    A cache file whose stored key differs from ``key`` (a hash collision, or a hand-edited file) is recomputed,
+    never trusted. A ``.partial`` file left by an interrupted computation is resumed.
+
+    Args:
+        teacher: the teacher model, on the device to compute on.
+        images: the full training set with the evaluation transform, in training-set order.
+        key: what the labels depend on (its ``teacher`` must be ``teacher``'s fingerprint).
+        cache_dir: the cache folder (created if missing).
+        batch_size: noisy copies per forward pass.
+    """
+    path = cache_path(cache_dir, key)
+    if path.is_file():
+        stored = torch.load(path, map_location="cpu", weights_only=True)
+        if stored.get("key") == asdict(key):
+            log.info("CAT-RS teacher soft labels: cache hit %s", path)
+            return stored["soft_labels"]
+        log.warning("CAT-RS teacher soft labels: %s was made for another key; recomputing", path)
+    log.info("CAT-RS teacher soft labels: cache miss, computing %s (N=%d per image)", path, key.num_samples)
+    partial_path = path.with_suffix(".partial.pt")
+    partial = None
+    if partial_path.is_file():
+        partial = torch.load(partial_path, map_location="cpu", weights_only=True)["soft_labels"]
+        log.info("resuming from %s", partial_path)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    table = vote_histograms(
+        teacher, images, key.num_classes, key.sigma, key.num_samples, batch_size, key.seed, partial, partial_path
+    )
+    _save_atomic({"key": asdict(key), "soft_labels": table}, path)
+    partial_path.unlink(missing_ok=True)
+    return table
+
+
+def _save_atomic(payload: dict[str, Any], path: Path) -> None:
+    """Write ``payload`` to ``path`` through a temporary file, so a reader never sees half a file."""
+    temporary = path.with_name(path.name + f".tmp{os.getpid()}")
+    torch.save(payload, temporary)
+    os.replace(temporary, path)
+
+
+def teacher_key(
+    teacher: Classifier, dataset: str, labels: Sequence[int], num_samples: int, sigma: float, seed: int
+) -> TeacherKey:
+    """The :class:`TeacherKey` of ``teacher``'s N-vote labels at ``sigma`` on a training set with ``labels``."""
+    return TeacherKey(
+        teacher=weights_fingerprint(teacher),
+        dataset=dataset,
+        num_images=len(labels),
+        labels_digest=labels_digest(labels),
+        num_classes=teacher.num_classes,
+        num_samples=num_samples,
+        sigma=sigma,
+        seed=seed,
+    )

@@ -1,0 +1,422 @@
+"""Stability training, Consistency regularization and MACER: losses and gradients pinned on hand-checkable cases,
+MACER's numerical guards and lambda schedule, one Lightning step each, and their configs and presets."""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+import pytorch_lightning as pl
+import torch
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
+from scipy.stats import norm
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from rsbench.archs import Classifier
+from rsbench.methods.base import Batch, SmoothingModule
+from rsbench.methods.consistency import ConsistencyRegularization
+from rsbench.methods.macer import MACER
+from rsbench.methods.stability import StabilityTraining
+
+SGD = functools.partial(torch.optim.SGD, lr=0.1)
+LN3 = math.log(3.0)
+
+
+def logits_net(num_classes: int) -> Classifier:
+    """An image ``[1, 1, C]`` whose pixels are the logits: f(x) = x (identity weights, zero bias)."""
+    linear = nn.Linear(num_classes, num_classes)
+    with torch.no_grad():
+        linear.weight.copy_(torch.eye(num_classes))
+        linear.bias.zero_()
+    return Classifier("identity_logits", nn.Sequential(nn.Flatten(), linear), {"kind": "identity"})
+
+
+def images(logits: list[list[float]] | np.ndarray) -> torch.Tensor:
+    """Images whose (clean) logits under :func:`logits_net` are the given rows."""
+    rows = torch.as_tensor(np.asarray(logits), dtype=torch.float32)
+    return rows.view(len(rows), 1, 1, -1)
+
+
+def fixed_noise(module: SmoothingModule, noise: list[list[float]] | np.ndarray) -> None:
+    """Make every noise draw of ``module`` return ``noise`` (one row per noisy input, sigma not applied)."""
+    rows = images(noise)
+    module.sample_noise = lambda like, sigma=None, generator=None: rows.to(like.dtype)  # type: ignore[method-assign]
+
+
+def record_logits(module: SmoothingModule) -> list[torch.Tensor]:
+    """Every forward pass of ``module.net`` appends its logits (with ``retain_grad``) to the returned list."""
+    outputs: list[torch.Tensor] = []
+
+    def hook(_: nn.Module, __: Any, output: torch.Tensor) -> None:
+        output.retain_grad()
+        outputs.append(output)
+
+    module.net.register_forward_hook(hook)
+    return outputs
+
+
+def softmax(z: np.ndarray) -> np.ndarray:
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def softmax_vjp(p: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """The gradient w.r.t. the logits of ``<g, softmax(z)>``, given ``p = softmax(z)``: ``p * (g - <p, g>)``."""
+    return p * (g - (p * g).sum(axis=-1, keepdims=True))
+
+
+def batch_of(x: torch.Tensor, y: list[int], sigma: torch.Tensor | None = None) -> Batch:
+    return Batch(x, torch.tensor(y), torch.arange(len(x)), sigma)
+
+
+# ---------------------------------------------------------------------------------------------- Stability training
+
+
+def test_stability_loss_on_a_hand_checkable_case() -> None:
+    module = StabilityTraining(logits_net(2), sigma=0.5, optimizer=SGD, lbd=2.0)
+    fixed_noise(module, [[-LN3, 0.0]])
+    out = module.training_loss(batch_of(images([[LN3, 0.0]]), [0]))
+    # clean softmax (0.75, 0.25): CE = -ln 0.75; noisy logits (0, 0): H(p_clean, (0.5, 0.5)) = ln 2
+    assert out.loss.item() == pytest.approx(-math.log(0.75) + 2.0 * math.log(2.0), rel=1e-6)
+    assert out.terms["cross_entropy"].item() == pytest.approx(-math.log(0.75), rel=1e-6)
+    assert out.terms["stability"].item() == pytest.approx(math.log(2.0), rel=1e-6)
+    assert torch.allclose(out.logits, torch.zeros(1, 2))  # accuracy is measured on the noisy logits
+
+
+def test_stability_gradient_flows_through_the_clean_target() -> None:
+    rng = np.random.default_rng(0)
+    clean, noise, y, lbd = rng.normal(size=(3, 4)), rng.normal(size=(3, 4)), np.array([0, 2, 3]), 2.0
+    module = StabilityTraining(logits_net(4), sigma=0.5, optimizer=SGD, lbd=lbd)
+    fixed_noise(module, noise)
+    outputs = record_logits(module)
+    module.training_loss(batch_of(images(clean), list(y))).loss.backward()
+    clean_logits, noisy_logits = outputs
+    p, q = softmax(clean), softmax(clean + noise)
+    onehot = np.eye(4)[y]
+    size = len(y)
+    expected_noisy = lbd / size * (q - p)
+    target_term = lbd / size * softmax_vjp(p, -np.log(q))  # present only because the target is not detached
+    expected_clean = (p - onehot) / size + target_term
+    assert np.allclose(noisy_logits.grad.numpy(), expected_noisy, atol=1e-6)
+    assert np.allclose(clean_logits.grad.numpy(), expected_clean, atol=1e-6)
+    assert np.abs(target_term).max() > 1e-2
+
+
+# ------------------------------------------------------------------------------------ Consistency regularization
+
+
+def test_consistency_loss_on_a_hand_checkable_case() -> None:
+    module = ConsistencyRegularization(logits_net(2), sigma=0.5, optimizer=SGD, num_noise=2, lbd=10.0, eta=0.5)
+    fixed_noise(module, [[0.0, 0.0], [-LN3, 0.0]])  # the two copies of the image: (ln 3, 0) and (0, 0)
+    out = module.training_loss(batch_of(images([[LN3, 0.0]]), [0]))
+    # p_1 = (0.75, 0.25), p_2 = (0.5, 0.5), p_bar = (0.625, 0.375)
+    cross_entropy = (-math.log(0.75) - math.log(0.5)) / 2
+    kl_1 = 0.625 * math.log(0.625 / 0.75) + 0.375 * math.log(0.375 / 0.25)
+    kl_2 = 0.625 * math.log(0.625 / 0.5) + 0.375 * math.log(0.375 / 0.5)
+    entropy = -(0.625 * math.log(0.625) + 0.375 * math.log(0.375))
+    assert out.loss.item() == pytest.approx(cross_entropy + 10.0 * (kl_1 + kl_2) / 2 + 0.5 * entropy, rel=1e-6)
+    assert out.terms["consistency_kl"].item() == pytest.approx((kl_1 + kl_2) / 2, rel=1e-5)
+    assert out.terms["entropy"].item() == pytest.approx(entropy, rel=1e-6)
+    assert torch.equal(out.labels, torch.tensor([0, 0]))
+    assert out.logits.shape == (2, 2)
+
+
+def test_consistency_gradient_flows_through_the_mean_prediction() -> None:
+    rng = np.random.default_rng(1)
+    size, m, classes, lbd, eta = 2, 3, 4, 10.0, 0.5
+    x, noise, y = rng.normal(size=(size, classes)), rng.normal(size=(size * m, classes)), np.array([1, 3])
+    module = ConsistencyRegularization(logits_net(classes), 0.5, SGD, num_noise=m, lbd=lbd, eta=eta)
+    fixed_noise(module, noise)
+    outputs = record_logits(module)
+    module.training_loss(batch_of(images(x), list(y))).loss.backward()
+    z = (np.repeat(x, m, axis=0) + noise).reshape(size, m, classes)  # copies grouped per image
+    p = softmax(z)
+    p_bar = p.mean(axis=1, keepdims=True)
+    log_p_bar = np.log(p_bar)
+    # d/dp_bar of lbd * mean_i KL(p_bar || p_i) + eta * H(p_bar), then through p_bar = mean_i p_i
+    g = lbd * (log_p_bar + 1 - np.log(p).mean(axis=1, keepdims=True)) - eta * (log_p_bar + 1)
+    through_target = softmax_vjp(p, g) / m
+    through_prediction = -lbd / m * (p_bar - p)  # the KL's log p_i, with p_bar held fixed
+    cross_entropy = (p - np.eye(classes)[y][:, None, :]) / (m * size)
+    expected = cross_entropy + (through_target + through_prediction) / size
+    assert np.allclose(outputs[0].grad.numpy().reshape(size, m, classes), expected, atol=1e-6)
+    assert np.abs(through_target).max() > 1e-2  # detaching p_bar would lose this part
+
+
+def test_consistency_steps_once_per_chunk_by_default() -> None:
+    module = ConsistencyRegularization(logits_net(2), 0.5, SGD, num_noise=4)
+    assert module.steps_per_batch == 4
+    assert ConsistencyRegularization(logits_net(2), 0.5, SGD, num_noise=4, steps_per_batch=1).steps_per_batch == 1
+
+
+# ----------------------------------------------------------------------------------------------------------- MACER
+
+
+@pytest.mark.parametrize(("gamma", "kept"), [(8.0, True), (0.5, False)])
+def test_macer_loss_on_a_hand_checkable_case(gamma: float, kept: bool) -> None:
+    sigma, lbd = 0.5, 3.0
+    module = MACER(logits_net(2), sigma, SGD, num_noise=2, lbd=lbd, gamma=gamma, beta=1.0)
+    # both images have copies with logits (ln 3, 0) and (0, 0): p_bar = (0.625, 0.375); image 0 has label 0
+    # (correct), image 1 label 1 (misclassified: no robustness term)
+    fixed_noise(module, [[0.0, 0.0], [-LN3, 0.0], [0.0, 0.0], [-LN3, 0.0]])
+    out = module.training_loss(batch_of(images([[LN3, 0.0], [LN3, 0.0]]), [0, 1]))
+    classification = -math.log(0.625 + 1e-10) - math.log(0.375 + 1e-10)
+    xi = norm.ppf(0.625) - norm.ppf(0.375)  # 0.637...
+    robustness = sigma / 2 * (gamma - xi) if kept else 0.0  # the hinge is 0 when xi > gamma
+    assert out.loss.item() == pytest.approx((classification + lbd * robustness) / 2, rel=1e-6)
+    assert out.terms["classification"].item() == pytest.approx(classification / 2, rel=1e-6)
+    assert out.terms["robustness"].item() == pytest.approx(robustness / 2, rel=1e-6, abs=1e-12)
+    assert out.terms["robust_fraction"].item() == (0.5 if kept else 0.0)
+    assert torch.equal(out.labels, torch.tensor([0, 0, 1, 1]))
+
+
+def test_macer_gradient_reaches_both_top_classes() -> None:
+    rng = np.random.default_rng(2)
+    size, k, classes, sigma, lbd, gamma, beta = 3, 2, 4, 0.5, 3.0, 8.0, 2.0
+    x = np.array([[1.5, 0.5, 0.0, -0.5], [0.2, 1.0, 0.1, 0.0], [0.0, 0.3, 0.2, 1.2]])
+    y = np.array([0, 1, 2])  # images 0 and 1 are ranked correctly, image 2 is not
+    noise = 0.3 * rng.normal(size=(size * k, classes))
+    module = MACER(logits_net(classes), sigma, SGD, num_noise=k, lbd=lbd, gamma=gamma, beta=beta)
+    fixed_noise(module, noise)
+    outputs = record_logits(module)
+    out = module.training_loss(batch_of(images(x), list(y)))
+    out.loss.backward()
+    z = (np.repeat(x, k, axis=0) + noise).reshape(size, k, classes)
+    p, p_beta = softmax(z), softmax(beta * z)
+    p_bar, z_bar = p.mean(axis=1), p_beta.mean(axis=1)
+    g_cl = np.zeros((size, classes))
+    g_cl[np.arange(size), y] = -1 / (p_bar[np.arange(size), y] + 1e-10) / size
+    g_rl = np.zeros((size, classes))
+    for i in range(size):
+        first, second = np.argsort(z_bar[i])[::-1][:2]
+        xi = norm.ppf(z_bar[i, first]) - norm.ppf(z_bar[i, second])
+        if first == y[i] and xi <= gamma:
+            scale = lbd * sigma / 2 / size
+            g_rl[i, first] = -scale / norm.pdf(norm.ppf(z_bar[i, first]))
+            g_rl[i, second] = scale / norm.pdf(norm.ppf(z_bar[i, second]))
+    expected = softmax_vjp(p, g_cl[:, None, :]) / k + beta * softmax_vjp(p_beta, g_rl[:, None, :]) / k
+    assert out.terms["robust_fraction"].item() == pytest.approx(2 / 3)
+    assert np.allclose(outputs[0].grad.numpy().reshape(size, k, classes), expected, atol=1e-6)
+    assert np.count_nonzero(np.abs(g_rl).sum(axis=1)) == 2  # both kept images carry a robustness gradient
+
+
+@pytest.mark.parametrize(
+    ("logits", "label", "beta"),
+    [
+        ([60.0, 0.0, 0.0], 0, 16.0),  # the beta-softmax of the label is exactly 1: xi = inf, dropped
+        ([-200.0, 0.0, 0.0], 0, 16.0),  # the label's mean probability is exactly 0 in fp32: -log(0 + 1e-10)
+        ([0.0, 0.0, 0.0], 1, 16.0),  # top-1 at 1/num_classes, tied: xi = 0
+        ([3.0, 0.0, -3.0], 0, 1e4),  # beta so large that every softmax is one-hot
+        ([-3.0, 0.0, 3.0], 0, 1e4),  # the label far below 1/num_classes, beta huge
+    ],
+)
+def test_macer_loss_and_gradients_stay_finite_at_extreme_probabilities(
+    logits: list[float], label: int, beta: float
+) -> None:
+    module = MACER(logits_net(3), 1.0, SGD, num_noise=2, lbd=16.0, gamma=8.0, beta=beta)
+    fixed_noise(module, [[0.0, 0.0, 0.0], [0.5, -0.5, 0.0]])
+    x = images([logits]).requires_grad_(True)
+    out = module.training_loss(batch_of(x, [label]))
+    out.loss.backward()
+    assert torch.isfinite(out.loss)
+    assert all(torch.isfinite(value).all() for value in out.terms.values())
+    assert torch.isfinite(x.grad).all()
+    assert all(torch.isfinite(p.grad).all() for p in module.parameters())
+
+
+def test_macer_keeps_margins_that_fp32_would_round_away() -> None:
+    # logits (20, 0): runner-up 2e-9, top-1 1 - 2e-9 (exactly 1.0 in fp32), xi = 11.76 <= gamma = 16
+    module = MACER(logits_net(2), 1.0, SGD, num_noise=1, lbd=1.0, gamma=16.0, beta=1.0)
+    fixed_noise(module, [[0.0, 0.0]])
+    x = images([[20.0, 0.0]]).requires_grad_(True)
+    out = module.training_loss(batch_of(x, [0]))
+    out.loss.backward()
+    runner_up = 1 / (1 + math.exp(20.0))
+    xi = norm.ppf(1 - runner_up) - norm.ppf(runner_up)
+    assert out.terms["robust_fraction"].item() == 1.0
+    assert out.terms["robustness"].item() == pytest.approx(0.5 * (16.0 - xi), rel=1e-6)
+    assert torch.isfinite(x.grad).all()
+    assert x.grad.abs().max() > 0
+
+
+def test_macer_scales_each_hinge_by_its_own_sigma() -> None:
+    module = MACER(logits_net(2), 0.5, SGD, num_noise=1, lbd=1.0, gamma=8.0, beta=1.0)
+    fixed_noise(module, [[0.0, 0.0], [0.0, 0.0]])
+    x = images([[LN3, 0.0], [LN3, 0.0]])
+    xi = norm.ppf(0.75) - norm.ppf(0.25)
+    out = module.training_loss(batch_of(x, [0, 0], sigma=torch.tensor([0.5, 1.0])))
+    assert out.terms["robustness"].item() == pytest.approx((0.25 + 0.5) * (8.0 - xi) / 2, rel=1e-6)
+
+
+def test_macer_deferred_lambda_per_epoch() -> None:
+    deferred = MACER(logits_net(2), 0.5, SGD, lbd=12.0, lbd_schedule="deferred", deferred_until=2)
+    assert [deferred.lbd_at(epoch) for epoch in range(6)] == [0.0, 0.0, 0.0, 12.0, 12.0, 12.0]
+    constant = MACER(logits_net(2), 0.5, SGD, lbd=12.0, lbd_schedule="constant", deferred_until=2)
+    assert [constant.lbd_at(epoch) for epoch in range(3)] == [12.0, 12.0, 12.0]
+
+
+class EpochLambda(pl.Callback):
+    """Records the lambda MACER logged in every training epoch."""
+
+    def __init__(self) -> None:
+        self.values: list[float] = []
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.values.append(float(trainer.callback_metrics["train/lbd"]))
+
+
+def lightning_trainer(tmp_path: Any, **kwargs: Any) -> pl.Trainer:
+    return pl.Trainer(
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+        accelerator="cpu",
+        **kwargs,
+    )
+
+
+def test_macer_deferred_lambda_switches_on_in_training(tmp_path) -> None:
+    torch.manual_seed(0)
+    module = MACER(logits_net(2), 0.5, SGD, num_noise=2, lbd=5.0, lbd_schedule="deferred", deferred_until=1)
+    data = TensorDataset(torch.rand(8, 1, 1, 2), torch.randint(0, 2, (8,)), torch.arange(8))
+    recorder = EpochLambda()
+    lightning_trainer(tmp_path, max_epochs=4, callbacks=[recorder]).fit(module, DataLoader(data, batch_size=4))
+    assert recorder.values == [0.0, 0.0, 5.0, 5.0]
+
+
+def test_macer_loss_is_the_classification_loss_while_lambda_is_zero() -> None:
+    module = MACER(logits_net(2), 0.5, SGD, num_noise=2, lbd=5.0, lbd_schedule="deferred", deferred_until=3)
+    fixed_noise(module, [[0.0, 0.0], [-LN3, 0.0]])
+    out = module.training_loss(batch_of(images([[LN3, 0.0]]), [0]))
+    assert out.loss.item() == pytest.approx(-math.log(0.625 + 1e-10), rel=1e-6)
+    assert out.terms["robustness"].item() > 0  # still computed and logged
+
+
+# ------------------------------------------------------------------------------------------- bad hyperparameters
+
+
+@pytest.mark.parametrize(
+    ("cls", "kwargs", "match"),
+    [
+        (StabilityTraining, {"lbd": -1.0}, r"method\.lbd .* >= 0, got -1\.0"),
+        (StabilityTraining, {"lbd": float("nan")}, r"method\.lbd .* got nan"),
+        (ConsistencyRegularization, {"num_noise": 0}, r"method\.num_noise .* integer >= 1, got 0"),
+        (ConsistencyRegularization, {"num_noise": 2.0}, r"method\.num_noise .* got 2\.0"),
+        (ConsistencyRegularization, {"lbd": -5}, r"method\.lbd \(lambda\) .* got -5"),
+        (ConsistencyRegularization, {"eta": True}, r"method\.eta \(eta\) .* got True"),
+        (MACER, {"num_noise": 0}, r"method\.num_noise \(k, .* got 0"),
+        (MACER, {"gamma": 0.0}, r"method\.gamma .* > 0, got 0\.0"),
+        (MACER, {"beta": -16.0}, r"method\.beta .* > 0, got -16\.0"),
+        (MACER, {"lbd": float("inf")}, r"method\.lbd .* >= 0, got inf"),
+        (MACER, {"lbd_schedule": "linear"}, r"method\.lbd_schedule must be one of constant, deferred, got 'linear'"),
+        (MACER, {"deferred_until": -1}, r"method\.deferred_until .* got -1"),
+        (MACER, {"lbd_schedule": "deferred"}, r"scheduler has none: set method\.deferred_until=<epoch>"),
+    ],
+)
+def test_bad_hyperparameters_fail_fast_naming_the_key(cls: type, kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        cls(logits_net(2), 0.5, SGD, **kwargs)
+
+
+# ----------------------------------------------------------------------------------------- one Lightning step each
+
+
+@pytest.mark.parametrize(
+    ("cls", "kwargs", "steps"),
+    [
+        (StabilityTraining, {"lbd": 2.0}, 1),
+        (ConsistencyRegularization, {"num_noise": 2, "lbd": 10.0}, 2),  # one step per chunk
+        (MACER, {"num_noise": 4, "lbd": 12.0}, 1),
+    ],
+)
+def test_one_training_batch_runs_and_changes_the_weights(tmp_path, cls: type, kwargs: dict, steps: int) -> None:
+    torch.manual_seed(0)
+    module = cls(logits_net(3), 0.5, SGD, **kwargs)
+    before = module.net.state_dict()["1.1.weight"].clone()
+    data = TensorDataset(torch.rand(8, 1, 1, 3), torch.randint(0, 3, (8,)), torch.arange(8))
+    trainer = lightning_trainer(tmp_path, max_epochs=1, limit_train_batches=1)
+    trainer.fit(module, train_dataloaders=DataLoader(data, batch_size=8))
+    assert trainer.global_step == steps
+    assert not torch.equal(before, module.net.state_dict()["1.1.weight"])
+    assert math.isfinite(float(trainer.callback_metrics["train/loss_epoch"]))
+    assert {"train/acc", *(f"train/{t}" for t in ("lbd",) if cls is MACER)} <= set(trainer.callback_metrics)
+
+
+# ------------------------------------------------------------------------------------------------ configs, presets
+
+PUBLISHED = {
+    # (method, dataset family) -> {sigma: {attribute: value}}
+    ("stability", "mnist"): {s: {"lbd": 2.0} for s in (0.25, 0.5, 1.0)},
+    ("stability", "cifar10"): {0.25: {"lbd": 2.0}, 0.5: {"lbd": 2.0}, 1.0: {"lbd": 1.0}},
+    ("consistency", "mnist"): {
+        s: {"lbd": lbd, "eta": 0.5, "num_noise": 2, "steps_per_batch": 2}
+        for s, lbd in ((0.25, 10.0), (0.5, 5.0), (1.0, 5.0))
+    },
+    ("consistency", "cifar10"): {
+        s: {"lbd": lbd, "eta": 0.5, "num_noise": 2, "steps_per_batch": 2}
+        for s, lbd in ((0.25, 20.0), (0.5, 10.0), (1.0, 10.0))
+    },
+    ("macer", "mnist"): {
+        s: {"lbd": lbd, "num_noise": 16, "gamma": 8.0, "beta": 16.0, "lbd_schedule": "deferred", "deferred_until": 10}
+        for s, lbd in ((0.25, 16.0), (0.5, 16.0), (1.0, 6.0))
+    },
+    ("macer", "cifar10"): {
+        s: {"lbd": lbd, "num_noise": 16, "gamma": 8.0, "beta": 16.0, "lbd_schedule": schedule, "deferred_until": 50}
+        for s, lbd, schedule in ((0.25, 12.0, "constant"), (0.5, 4.0, "constant"), (1.0, 12.0, "deferred"))
+    },
+}
+
+
+@pytest.mark.parametrize("method", ["stability", "consistency", "macer"])
+@pytest.mark.parametrize("dataset", ["mnist_embedded", "cifar10"])
+def test_method_config_gives_the_published_values(make_cfg, method: str, dataset: str) -> None:
+    family = "mnist" if dataset == "mnist_embedded" else "cifar10"
+    for sigma, expected in PUBLISHED[(method, family)].items():
+        cfg = make_cfg(f"method={method}", f"dataset={dataset}", f"sigma={sigma}")
+        net = Classifier("tiny", nn.Sequential(nn.Flatten(), nn.Linear(4, 10)), {"kind": "identity"})
+        module = instantiate(cfg.method, net=net, optimizer=instantiate(cfg.optimizer))
+        assert module.method_name == method
+        assert module.sigma == sigma
+        assert {key: getattr(module, key) for key in expected} == expected, (dataset, sigma)
+
+
+def test_method_values_can_be_overridden(make_cfg) -> None:
+    cfg = make_cfg("method=macer", "sigma=0.12", "method.lbd=3", "method.lbd_schedule=constant")
+    assert (cfg.method.lbd, cfg.method.lbd_schedule, cfg.method.num_noise) == (3, "constant", 16)
+    cfg = make_cfg("method=consistency", "method.num_noise=4")
+    assert cfg.method.steps_per_batch == 4
+
+
+def test_deferred_macer_without_milestones_fails_naming_the_key(make_cfg) -> None:
+    cfg = make_cfg("method=macer", "~scheduler.milestones")  # a schedule without milestones
+    assert (cfg.method.lbd_schedule, cfg.method.deferred_until) == ("deferred", None)
+    with pytest.raises(InstantiationException, match=r"method\.deferred_until=<epoch>"):
+        instantiate(cfg.method, net=logits_net(2), optimizer=instantiate(cfg.optimizer))
+
+
+def test_macer_original_preset(make_cfg) -> None:
+    cfg = make_cfg("experiment=macer_original_cifar10", "sigma=0.25")
+    assert cfg.method._target_ == "rsbench.methods.macer.MACER"
+    assert (cfg.trainer.max_epochs, cfg.optimizer.lr, cfg.optimizer.weight_decay) == (440, 0.01, 5e-4)
+    assert list(cfg.scheduler.milestones) == [199, 399]  # main.py's 200th/400th (1-indexed) epoch
+    assert (cfg.dataset.batch_size, cfg.dataset.input_layer.kind) == (64, "identity")
+    assert (cfg.certify.start, cfg.certify.skip, cfg.certify.max_images) == (500, 1, 500)
+    assert (cfg.method.num_noise, cfg.method.lbd, cfg.method.lbd_schedule) == (16, 12.0, "constant")
+    assert make_cfg("experiment=macer_original_cifar10", "sigma=0.5").method.lbd == 4.0
+    assert instantiate(cfg.arch).input_layer.spec()["kind"] == "identity"
+
+
+def test_macer_jeong_preset(make_cfg) -> None:
+    cfg = make_cfg("experiment=macer_jeong_cifar10", "method=macer", "sigma=1.0")
+    assert (cfg.trainer.max_epochs, cfg.optimizer.lr, cfg.optimizer.weight_decay) == (150, 0.1, 1e-4)
+    assert list(cfg.scheduler.milestones) == [50, 100]
+    assert (cfg.dataset.batch_size, cfg.dataset.input_layer.kind) == (256, "normalize")
+    assert cfg.arch.arch == "cifar_resnet110"
+    assert (cfg.method.lbd, cfg.method.lbd_schedule, cfg.method.deferred_until) == (12.0, "deferred", 50)
