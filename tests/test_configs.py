@@ -45,12 +45,39 @@ def test_every_dataset_composes_and_builds_model_and_datamodule(make_cfg, datase
     assert module.sigma == cfg.sigma
 
 
-@pytest.mark.parametrize("arch", options("arch"))
+@pytest.mark.parametrize("arch", [name for name in options("arch") if name != "recipe"])
 def test_every_arch_composes_on_a_matching_dataset(make_cfg, arch: str) -> None:
     dataset = {"lenet": "mnist", "resnet50": "imagenet"}.get(arch, "cifar10")
     cfg = make_cfg(f"dataset={dataset}", f"arch={arch}")
     net = instantiate(cfg.arch)
     assert net.arch == arch
+
+
+@pytest.mark.parametrize(
+    ("dataset", "arch"),
+    [("mnist_embedded", "lenet"), ("mnist", "lenet"), ("cifar10", "cifar_resnet110"), ("imagenet", "resnet50")],
+)
+def test_default_arch_is_the_dataset_recipes(make_cfg, dataset: str, arch: str) -> None:
+    cfg = make_cfg(f"dataset={dataset}")
+    assert cfg.arch.arch == arch
+    assert instantiate(cfg.arch).arch == arch
+
+
+def test_ddrs_on_cifar10_gets_the_papers_recipe(make_cfg) -> None:
+    cfg = make_cfg("method=ddrs", "method.base=gaussian", "dataset=cifar10", "sigma=0.5")
+    assert cfg.arch.arch == "cifar_resnet18"
+    assert instantiate(cfg.arch).arch == "cifar_resnet18"
+    assert cfg.trainer.max_epochs == 200
+    assert (cfg.optimizer.lr, cfg.optimizer.weight_decay, cfg.dataset.batch_size) == (0.01, 5e-4, 128)
+    assert list(cfg.scheduler.milestones) == [30, 60, 90, 120, 150, 180]
+    assert cfg.method.sigma_search_from_epoch == 50
+
+
+def test_command_line_beats_a_methods_recipe(make_cfg) -> None:
+    cfg = make_cfg("method=ddrs", "dataset=cifar10", "arch=cifar_resnet20", "trainer.max_epochs=3")
+    assert cfg.arch.arch == "cifar_resnet20"
+    assert cfg.trainer.max_epochs == 3
+    assert make_cfg("method=gaussian", "dataset=cifar10").trainer.max_epochs == 150  # no recipe: the dataset's
 
 
 @pytest.mark.parametrize("group", ["certify", "trainer", "logger", "optimizer", "scheduler", "method", "callbacks"])
