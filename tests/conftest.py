@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import pytorch_lightning as pl
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
@@ -22,6 +24,19 @@ os.environ.setdefault("WANDB_SILENT", "true")
 QUIET = ("trainer.enable_progress_bar=false", "trainer.enable_model_summary=false", "logger=none")
 
 ComposeFn = Callable[..., DictConfig]
+
+
+def quiet_trainer(root: Path, **kwargs: Any) -> pl.Trainer:
+    """A CPU Lightning trainer that writes and prints nothing (no logger, checkpoints, bar or summary)."""
+    return pl.Trainer(
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=root,
+        accelerator="cpu",
+        **kwargs,
+    )
 
 
 def compose_config(*overrides: str, output_dir: Path | None = None) -> DictConfig:

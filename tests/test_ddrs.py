@@ -14,6 +14,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from rsbench.archs import Classifier
 from rsbench.methods.base import Batch
 from rsbench.methods.ddrs import MEMORY_KEY, data_dependent
+from tests.conftest import quiet_trainer
 
 SGD = functools.partial(torch.optim.SGD, lr=0.05)
 
@@ -31,15 +32,7 @@ def build(base: str = "gaussian", **settings: object) -> pl.LightningModule:
 
 def fit(module: pl.LightningModule, epochs: int, tmp_path) -> pl.Trainer:
     data = TensorDataset(torch.rand(12, 1, 4, 4), torch.randint(0, 3, (12,)), torch.arange(12))
-    trainer = pl.Trainer(
-        max_epochs=epochs,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=tmp_path,
-        accelerator="cpu",
-    )
+    trainer = quiet_trainer(tmp_path, max_epochs=epochs)
     trainer.fit(module, train_dataloaders=DataLoader(data, batch_size=6, shuffle=False))
     return trainer
 

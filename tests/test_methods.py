@@ -14,6 +14,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from rsbench.archs import Classifier
 from rsbench.errors import CheckpointMismatchError
 from rsbench.methods import Batch, GaussianAugmentation, SmoothingModule
+from tests.conftest import quiet_trainer
 
 SGD = functools.partial(torch.optim.SGD, lr=0.1)
 
@@ -110,15 +111,7 @@ def test_one_training_step_runs_and_changes_the_weights(tmp_path) -> None:
     module = GaussianAugmentation(net, sigma=0.25, optimizer=SGD)
     before = net.state_dict()["1.1.weight"].clone()
     data = TensorDataset(torch.rand(8, 1, 1, 2), torch.randint(0, 2, (8,)), torch.arange(8))
-    trainer = pl.Trainer(
-        max_steps=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=tmp_path,
-        accelerator="cpu",
-    )
+    trainer = quiet_trainer(tmp_path, max_steps=1)
     trainer.fit(module, train_dataloaders=DataLoader(data, batch_size=8))
     assert not torch.equal(before, net.state_dict()["1.1.weight"])
     assert {"train/loss_step", "train/acc"} <= set(trainer.callback_metrics)
@@ -146,15 +139,7 @@ def test_steps_per_batch_cuts_each_batch_into_chunks_with_one_step_each(tmp_path
     )
     module.chunks = []
     data = TensorDataset(torch.rand(14, 1, 1, 2), torch.randint(0, 2, (14,)), torch.arange(14))
-    trainer = pl.Trainer(
-        max_epochs=2,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=tmp_path,
-        accelerator="cpu",
-    )
+    trainer = quiet_trainer(tmp_path, max_epochs=2)
     trainer.fit(module, train_dataloaders=DataLoader(data, batch_size=7))
     # 2 loader batches of 7 per epoch -> 3 chunks of 7 // 3 = 2 images each (the 7th dropped), one step per chunk
     assert module.chunks[:3] == [[0, 1], [2, 3], [4, 5]]

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
 from hydra.utils import instantiate
@@ -34,6 +33,7 @@ from rsbench.methods.catrs import CATRS, bottom_k_loss, worst_case_kl
 from rsbench.methods.smoothadv import SmoothAdv, warmed_up_epsilon
 from rsbench.methods.smoothmix import SmoothMix, warmup_factor
 from rsbench.methods.teacher import TeacherKey, cache_path, load_teacher, teacher_soft_labels
+from tests.conftest import quiet_trainer
 from tests.test_methods import identity_linear
 
 SGD = functools.partial(torch.optim.SGD, lr=0.1)
@@ -486,7 +486,7 @@ def test_catrs_without_a_teacher_says_how_to_train_one(tmp_path: Path) -> None:
     module = catrs()
     data = TensorDataset(torch.rand(4, 1, 1, 2), torch.zeros(4, dtype=torch.long), torch.arange(4))
     with pytest.raises(ConfigError, match=r"python -m rsbench method=gaussian dataset=.* sigma=0\.25"):
-        quiet_trainer(tmp_path).fit(module, train_dataloaders=DataLoader(data, batch_size=4))
+        quiet_trainer(tmp_path, max_steps=1).fit(module, train_dataloaders=DataLoader(data, batch_size=4))
     with pytest.raises(ValueError, match=r"teacher_ckpt='nope\.ckpt' is not a file"):
         catrs(teacher_ckpt="nope.ckpt")
 
@@ -594,18 +594,6 @@ def test_bad_hyperparameters_fail_fast_naming_the_key(build: Any, kwargs: dict[s
 
 
 # ---------------------------------------------------------------------------------------------------- training
-
-
-def quiet_trainer(root: Path, max_steps: int = 1) -> pl.Trainer:
-    return pl.Trainer(
-        max_steps=max_steps,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=root,
-        accelerator="cpu",
-    )
 
 
 @pytest.mark.parametrize(

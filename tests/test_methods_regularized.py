@@ -22,6 +22,7 @@ from rsbench.methods.base import Batch, SmoothingModule
 from rsbench.methods.consistency import ConsistencyRegularization
 from rsbench.methods.macer import MACER
 from rsbench.methods.stability import StabilityTraining
+from tests.conftest import quiet_trainer
 
 SGD = functools.partial(torch.optim.SGD, lr=0.1)
 LN3 = math.log(3.0)
@@ -270,24 +271,12 @@ class EpochLambda(pl.Callback):
         self.values.append(float(trainer.callback_metrics["train/lbd"]))
 
 
-def lightning_trainer(tmp_path: Any, **kwargs: Any) -> pl.Trainer:
-    return pl.Trainer(
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=tmp_path,
-        accelerator="cpu",
-        **kwargs,
-    )
-
-
 def test_macer_deferred_lambda_switches_on_in_training(tmp_path) -> None:
     torch.manual_seed(0)
     module = MACER(logits_net(2), 0.5, SGD, num_noise=2, lbd=5.0, lbd_schedule="deferred", deferred_until=1)
     data = TensorDataset(torch.rand(8, 1, 1, 2), torch.randint(0, 2, (8,)), torch.arange(8))
     recorder = EpochLambda()
-    lightning_trainer(tmp_path, max_epochs=4, callbacks=[recorder]).fit(module, DataLoader(data, batch_size=4))
+    quiet_trainer(tmp_path, max_epochs=4, callbacks=[recorder]).fit(module, DataLoader(data, batch_size=4))
     assert recorder.values == [0.0, 0.0, 5.0, 5.0]
 
 
@@ -341,7 +330,7 @@ def test_one_training_batch_runs_and_changes_the_weights(tmp_path, cls: type, kw
     module = cls(logits_net(3), 0.5, SGD, **kwargs)
     before = module.net.state_dict()["1.1.weight"].clone()
     data = TensorDataset(torch.rand(8, 1, 1, 3), torch.randint(0, 3, (8,)), torch.arange(8))
-    trainer = lightning_trainer(tmp_path, max_epochs=1, limit_train_batches=1)
+    trainer = quiet_trainer(tmp_path, max_epochs=1, limit_train_batches=1)
     trainer.fit(module, train_dataloaders=DataLoader(data, batch_size=8))
     assert trainer.global_step == steps
     assert not torch.equal(before, module.net.state_dict()["1.1.weight"])
