@@ -118,10 +118,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batches", type=int, default=5, help="timed loader batches per repeat")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
-    # one Trainer per method and repeat: keep Lightning's per-fit banners and warnings out of the table
-    for name in ("pytorch_lightning", "lightning_fabric", "lightning.pytorch"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore")
     methods = ["gaussian", *(m for m in args.methods if m != "gaussian")]
     torch.manual_seed(0)
     shape = {"lenet": (1, 28, 28)}.get(args.arch, (3, 32, 32))
@@ -153,6 +149,14 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{method:<14} {1000 * value:>10.1f} {value / base:>11.2f} {forward:>13.1f} {backward:>13.1f}")
 
 
+def quiet_lightning() -> None:
+    """Keep Lightning's per-fit banners and warnings (one Trainer per method and repeat) out of the printed table."""
+    for name in ("pytorch_lightning", "lightning_fabric", "lightning.pytorch"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore")
+
+
 if __name__ == "__main__":
     reexec_with_fast_allocator("rsbench.bench.training_cost")
+    quiet_lightning()
     main()

@@ -1,0 +1,35 @@
+"""The benchmark scripts run end to end on tiny settings and print what their tables promise."""
+
+from __future__ import annotations
+
+import pytest
+
+from rsbench.bench import certify_throughput, training_cost
+
+
+def test_certify_throughput_prints_each_variant_against_the_forward_pass(capsys: pytest.CaptureFixture[str]) -> None:
+    tiny = ["--images", "2", "--n0", "10", "--n", "90", "--batch-size", "50", "--repeats", "1"]
+    certify_throughput.main(["--arch", "lenet", *tiny, "--no-art", "--variants", "bf16"])
+    out = capsys.readouterr().out
+    assert "n0=10, n=90, 2 images x 1 repeats" in out
+    ratios = {}
+    for line in out.splitlines():
+        name, _, rest = line.partition("  ")
+        if name in {"forward", "cohen", "rsbench", "rsbench+bf16"}:
+            ratios[name] = float(rest.split()[1])
+    assert set(ratios) == {"forward", "cohen", "rsbench", "rsbench+bf16"}
+    assert ratios["forward"] == 1.0
+    assert all(ratio > 0 for ratio in ratios.values())
+
+
+def test_training_cost_counts_each_methods_passes(capsys: pytest.CaptureFixture[str]) -> None:
+    training_cost.main(["--methods", "consistency", "macer", "--batch-size", "8", "--batches", "1", "--repeats", "1"])
+    out = capsys.readouterr().out
+    passes = {}
+    for line in out.splitlines():
+        cells = line.split()
+        if cells and cells[0] in {"gaussian", "consistency", "macer"}:
+            passes[cells[0]] = (float(cells[2]), float(cells[3]), float(cells[4]))
+    assert passes["gaussian"] == (1.0, 1.0, 1.0)  # the baseline: ratio 1, one forward and backward per image
+    assert passes["consistency"][1:] == (2.0, 2.0)  # m = 2 noisy copies
+    assert passes["macer"][1:] == (16.0, 16.0)  # k = 16 noisy copies
