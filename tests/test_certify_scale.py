@@ -18,6 +18,7 @@ from rsbench import Smooth
 from rsbench.certify.records import read_rows
 from rsbench.certify.seeding import derive_seed
 from rsbench.certify.sequential import LookSchedule, certify_sequential
+from rsbench.errors import ProtocolMismatchError
 from rsbench.run import run
 from tests.conftest import QUIET, ROOT, compose_config
 
@@ -219,6 +220,11 @@ def test_packed_and_low_precision_options_end_to_end(checkpoint: Path, tmp_path:
     agree = np.mean([abs(a.count - b.count) <= 0.02 * a.n for a, b in zip(exact, fast, strict=True)])
     assert agree >= 0.75  # bf16 is another classifier, but a close one
     assert json.loads((tmp_path / "fast" / "metrics.json").read_text())["precision"] == "bf16"
+    protocol = json.loads((tmp_path / "fast" / "certify_protocol.json").read_text())
+    assert (protocol["precision"], protocol["channels_last"], protocol["compile"]) == ("bf16", True, False)
+    # rows drawn in another memory layout are not continued under the default one (the seeds place noise differently)
+    with pytest.raises(ProtocolMismatchError, match="channels_last: stored True, requested False"):
+        certify_checkpoint(checkpoint, tmp_path / "fast", "certify.precision=bf16", "certify.images_per_batch=4")
 
 
 def test_ddp_training_and_sharded_certification_match_one_process(tmp_path: Path) -> None:

@@ -98,9 +98,11 @@ class CertifyCallback(pl.Callback):
         growth: sequential mode: each look's cumulative sample count is the previous one times ``growth``.
         precision: ``fp32``, or ``bf16``/``fp16`` autocast of the network (noise stays fp32; the certificate holds
             for the network as evaluated).
-        channels_last: run the network in channels-last memory format (no effect on values).
-        compile: ``torch.compile`` the network before certifying (a one-off compile cost; no effect on values
-            beyond floating-point reassociation).
+        channels_last: run the network in channels-last memory format. The noise keeps its distribution, but a
+            seed places its samples differently, and the convolutions may round differently: rows are reproducible
+            only under the same setting.
+        compile: ``torch.compile`` the network before certifying (a one-off compile cost; fused kernels may round
+            differently from eager mode, so the certified classifier is the compiled one).
         images_per_batch: images certified together in standard mode, their samples packed into full forward
             passes (each image keeps its own noise streams and its own certificate); ``None`` packs
             ``max(1, batch_size // min(n0, n))`` so that the n0 selection samples fill the batch too.
@@ -290,6 +292,8 @@ class CertifyCallback(pl.Callback):
             "test_size": test_size,
             "mode": self.mode,
             "precision": self.precision,
+            "channels_last": self.channels_last,
+            "compile": self.compile,
         }
         if self.schedule is not None:
             protocol.update(radius_cap=self._cap(sigma), looks=self.schedule.looks(), radius_step=self.radius_step)
