@@ -33,3 +33,12 @@ def test_training_cost_counts_each_methods_passes(capsys: pytest.CaptureFixture[
     assert passes["gaussian"] == (1.0, 1.0, 1.0)  # the baseline: ratio 1, one forward and backward per image
     assert passes["consistency"][1:] == (2.0, 2.0)  # m = 2 noisy copies
     assert passes["macer"][1:] == (16.0, 16.0)  # k = 16 noisy copies
+
+
+def test_allocator_comparison_runs_each_setting_in_its_own_process(capsys: pytest.CaptureFixture[str]) -> None:
+    tiny = ["--images", "1", "--n0", "10", "--n", "90", "--batch-size", "50", "--repeats", "1"]
+    certify_throughput.main(["--arch", "lenet", "--allocators", *tiny])
+    lines = capsys.readouterr().out.splitlines()
+    rows = {line[:22].strip(): line[22:].split() for line in lines if line.startswith(("default", "GLIBC", "speed"))}
+    assert set(rows) == {"default glibc malloc", "GLIBC_TUNABLES", "speed-up"}
+    assert all(float(rate.replace(",", "")) > 0 for rate in rows["default glibc malloc"] + rows["GLIBC_TUNABLES"])

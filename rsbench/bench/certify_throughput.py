@@ -1,7 +1,7 @@
 """Benchmark: CERTIFY throughput and memory against the raw forward pass, Cohen's loop and IBM ART.
 
     python -m rsbench.bench.certify_throughput [--arch lenet cifar_resnet20] [--images 4] [--n 10000]
-                                               [--variants ...] [--memory]
+                                               [--variants ...] [--memory] [--allocators]
 
 For each architecture (randomly initialised: throughput does not depend on the weights' values), in one process,
 the variants are interleaved and repeated (this machine varies by 10-30% between processes), and each certifies the
@@ -18,7 +18,9 @@ same images with n0 + n noisy samples per image:
 
 It prints noisy samples per second (median over repeats) and each variant's ratio to the forward pass and to ART.
 ``--memory`` certifies one 3x224x224 input at growing n, each in a fresh process, with rsbench (and at small n with
-ART, whose host noise array grows with n) and prints each process's peak resident memory.
+ART, whose host noise array grows with n) and prints each process's peak resident memory. ``--allocators`` instead
+measures the forward pass and rsbench under glibc's default malloc and under rsbench's ``GLIBC_TUNABLES`` (each
+setting in its own child processes, alternated), and prints the speed-up.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rsbench.allocator import reexec_with_fast_allocator
+from rsbench.allocator import GLIBC_TUNABLES, OPT_OUT, reexec_with_fast_allocator
 from rsbench.archs import CifarResNet, Classifier, LeNet
 from rsbench.certify.smooth import Smooth
 
@@ -180,6 +182,52 @@ def memory_scaling(args: argparse.Namespace) -> None:
         print("  " + result.stdout.strip().splitlines()[-1])
 
 
+def rate_probe(arch: str, args: argparse.Namespace) -> None:
+    """Print ``forward <samples/s> rsbench <samples/s>`` for one pass over the images (a child of ``--allocators``)."""
+    torch.manual_seed(0)
+    model, shape = MODELS[arch]()
+    model.eval()
+    xs = torch.rand(args.images, *shape)
+    args.no_art, args.variants = True, []
+    variants = make_variants(model, shape, args)
+    rates = []
+    for name in ("forward", "rsbench"):
+        variants[name](xs[:1])  # warm-up
+        start = time.perf_counter()
+        variants[name](xs)
+        rates.append(f"{name} {len(xs) * (args.n0 + args.n) / (time.perf_counter() - start):.1f}")
+    print(" ".join(rates))
+
+
+def allocator_comparison(arch: str, args: argparse.Namespace) -> None:
+    """Forward and rsbench throughput under glibc's default malloc and under ``GLIBC_TUNABLES``, in child processes.
+
+    glibc reads its tunables only at process start, so each setting needs its own process; the two settings
+    alternate ``args.repeats`` times so that drifts of the machine's load hit both alike.
+    """
+    settings = {"default glibc malloc": None, "GLIBC_TUNABLES": GLIBC_TUNABLES}
+    rates: dict[str, dict[str, list[float]]] = {name: {"forward": [], "rsbench": []} for name in settings}
+    command = [sys.executable, "-m", "rsbench.bench.certify_throughput", "--rate-probe", arch]
+    command += ["--images", str(args.images), "--n0", str(args.n0), "--n", str(args.n)]
+    command += ["--batch-size", str(args.batch_size), "--sigma", str(args.sigma)]
+    for _ in range(args.repeats):
+        for name, tunables in settings.items():
+            env = {key: value for key, value in os.environ.items() if key != "GLIBC_TUNABLES"}
+            env[OPT_OUT] = "1"
+            if tunables is not None:
+                env["GLIBC_TUNABLES"] = tunables
+            words = subprocess.run(command, capture_output=True, text=True, check=True, env=env).stdout.split()
+            for variant, value in zip(words[::2], words[1::2], strict=True):
+                rates[name][variant].append(float(value))
+    print(f"\n{arch}, allocator (child processes alternated {args.repeats} times, medians):")
+    print(f"{'allocator':<22} {'forward/s':>10} {'rsbench/s':>10}")
+    medians = {name: {v: statistics.median(r) for v, r in values.items()} for name, values in rates.items()}
+    for name, values in medians.items():
+        print(f"{name:<22} {values['forward']:>10,.0f} {values['rsbench']:>10,.0f}")
+    fast, slow = medians["GLIBC_TUNABLES"], medians["default glibc malloc"]
+    print(f"{'speed-up':<22} {fast['forward'] / slow['forward']:>9.2f}x {fast['rsbench'] / slow['rsbench']:>9.2f}x")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Parse arguments, run the benchmark for each architecture, print a table."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -193,10 +241,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--variants", nargs="*", default=[], choices=OPTIONS, help="rsbench options to add")
     parser.add_argument("--no-art", action="store_true", help="skip ART (not installed: pip install -e '.[bench]')")
     parser.add_argument("--memory", action="store_true", help="also show memory against n on a 3x224x224 input")
+    parser.add_argument(
+        "--allocators", action="store_true", help="compare glibc's default malloc with GLIBC_TUNABLES instead"
+    )
     parser.add_argument("--memory-probe", choices=["rsbench", "art"], help=argparse.SUPPRESS)
+    parser.add_argument("--rate-probe", choices=sorted(MODELS), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.memory_probe:
         memory_probe(args.memory_probe, args.n, args.batch_size, args.sigma)
+        return
+    if args.rate_probe:
+        rate_probe(args.rate_probe, args)
+        return
+    if args.allocators:
+        for arch in args.arch:
+            allocator_comparison(arch, args)
         return
     allocator = os.environ.get("GLIBC_TUNABLES", "default glibc malloc")
     print(
