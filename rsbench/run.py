@@ -11,6 +11,7 @@ import pytorch_lightning as pl
 import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
+from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.loggers import Logger, WandbLogger
 
 from rsbench.errors import ConfigError
@@ -87,12 +88,17 @@ def run(cfg: DictConfig) -> float | None:
 
 
 def _trained_checkpoint(trainer: pl.Trainer, which: str) -> str | None:
-    """The path of the best or last checkpoint of the fit that just ran (``None``: test the weights in memory)."""
-    callback = trainer.checkpoint_callback
-    if callback is None:
-        log.warning("no checkpoint callback: certifying the weights at the end of training")
-        return None
-    path = getattr(callback, "best_model_path" if which == "best" else "last_model_path", "")
+    """The path of the best or last checkpoint of the fit that just ran (``None``: test the weights in memory).
+
+    ``best`` comes from the checkpoint callback that monitors a metric, ``last`` from the one that monitors none (it
+    keeps the latest epoch); see ``conf/callbacks/default.yaml``.
+    """
+    wanted = [
+        callback
+        for callback in trainer.checkpoint_callbacks
+        if isinstance(callback, ModelCheckpoint) and (callback.monitor is None) == (which == "last")
+    ]
+    path = wanted[0].best_model_path if wanted else ""
     if not path:
         log.warning("no %s checkpoint was saved: certifying the weights at the end of training", which)
         return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import signal
@@ -142,6 +143,18 @@ def test_training_resumes_from_a_checkpoint(trained: Path, tmp_path: Path) -> No
     resumed = torch.load(tmp_path / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
     assert resumed["epoch"] == first["epoch"] + 1  # one more epoch on top of the restored one
     assert resumed["global_step"] == first["global_step"] + 4  # limit_train_batches=4, earlier steps restored
+
+
+def test_last_checkpoint_is_the_latest_epoch(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # lr = 0: the validation accuracy never improves after the first epoch, so the best epoch (0) is not the last (2)
+    overrides = ("trainer.max_epochs=3", "optimizer.lr=0.0", "certify=off", "test_ckpt=last")
+    with caplog.at_level(logging.INFO, logger="rsbench.run"):
+        run(compose_config(*SMOKE, *overrides, output_dir=tmp_path))
+    best = torch.load(tmp_path / "checkpoints" / "best.ckpt", map_location="cpu", weights_only=False)
+    last = torch.load(tmp_path / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    assert (best["epoch"], last["epoch"]) == (0, 2)
+    assert f"testing and certifying {tmp_path / 'checkpoints' / 'last.ckpt'}" in caplog.text
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["best.ckpt", "last.ckpt"]
 
 
 def test_wandb_logger_gets_config_curve_table_and_artifact(trained: Path, tmp_path: Path, monkeypatch) -> None:
