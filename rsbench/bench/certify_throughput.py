@@ -1,9 +1,10 @@
 """Benchmark: CERTIFY throughput and memory against the raw forward pass, Cohen's loop and IBM ART.
 
     python -m rsbench.bench.certify_throughput [--arch lenet cifar_resnet20] [--images 4] [--n 10000]
-                                               [--variants ...] [--memory] [--allocators]
+                                               [--variants ...] [--device cuda] [--memory] [--allocators]
 
-For each architecture (randomly initialised: throughput does not depend on the weights' values), in one process,
+For each architecture (randomly initialised: throughput does not depend on the weights' values; ``resnet50`` takes
+3x224x224 inputs and is meant for GPUs), on ``--device`` (CUDA when present), in one process,
 the variants are interleaved and repeated (this machine varies by 10-30% between processes), and each certifies the
 same images with n0 + n noisy samples per image:
 
@@ -41,6 +42,7 @@ from torch import nn
 
 from rsbench.allocator import GLIBC_TUNABLES, OPT_OUT, reexec_with_fast_allocator
 from rsbench.archs import CifarResNet, Classifier, LeNet
+from rsbench.archs.resnet import imagenet_resnet50
 from rsbench.certify.smooth import Smooth
 
 NORMALIZE = {"kind": "normalize", "mean": [0.5] * 3, "std": [0.25] * 3}
@@ -48,6 +50,7 @@ MODELS: dict[str, Callable[[], tuple[nn.Module, tuple[int, int, int]]]] = {
     "lenet": lambda: (Classifier("lenet", LeNet(10), {"kind": "identity"}), (1, 28, 28)),
     "cifar_resnet20": lambda: (Classifier("cifar_resnet20", CifarResNet(20, 10), NORMALIZE), (3, 32, 32)),
     "cifar_resnet110": lambda: (Classifier("cifar_resnet110", CifarResNet(110, 10), NORMALIZE), (3, 32, 32)),
+    "resnet50": lambda: (Classifier("resnet50", imagenet_resnet50(1000), NORMALIZE), (3, 224, 224)),
 }
 OPTIONS = ("bf16", "channels_last", "bf16+channels_last", "compile")
 
@@ -73,7 +76,8 @@ def make_variants(
 ) -> dict[str, Callable[[torch.Tensor], object]]:
     """Each variant as a function certifying a batch of images (``[K, C, H, W]``)."""
     n0, n, batch, sigma, alpha = args.n0, args.n, args.batch_size, args.sigma, 0.001
-    noisy_batch = torch.rand(*shape) + sigma * torch.randn(batch, *shape)
+    device = next(model.parameters()).device
+    noisy_batch = torch.rand(*shape, device=device) + sigma * torch.randn(batch, *shape, device=device)
 
     def forward(xs: torch.Tensor) -> None:
         with torch.inference_mode():
@@ -129,28 +133,36 @@ def make_art(model: nn.Module, shape: tuple[int, ...], args: argparse.Namespace)
         loss=nn.CrossEntropyLoss(),
         input_shape=shape,
         nb_classes=10,
-        device_type="cpu" if not torch.cuda.is_available() else "gpu",
+        device_type="gpu" if next(model.parameters()).is_cuda else "cpu",
         sample_size=args.n0,
         scale=args.sigma,
         alpha=0.001,
     )
-    return lambda xs: estimator.certify(xs.numpy(), n=args.n, batch_size=args.batch_size)
+    return lambda xs: estimator.certify(xs.cpu().numpy(), n=args.n, batch_size=args.batch_size)
+
+
+def synchronize(device: str) -> None:
+    """Wait for the device's queued work, so that a GPU timing covers the kernels it launched."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def bench(arch: str, args: argparse.Namespace) -> dict[str, float]:
     """Median noisy samples per second of each variant for one architecture."""
     torch.manual_seed(0)
     model, shape = MODELS[arch]()
-    model.eval()
-    xs = torch.rand(args.images, *shape)
+    model.eval().to(args.device)
+    xs = torch.rand(args.images, *shape, device=args.device)
     variants = make_variants(model, shape, args)
     for run in variants.values():  # warm-up: allocator, kernels, ART's graph
         run(xs[:1])
     rates: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(args.repeats):
         for name, run in variants.items():
+            synchronize(args.device)
             start = time.perf_counter()
             run(xs)
+            synchronize(args.device)
             rates[name].append(len(xs) * (args.n0 + args.n) / (time.perf_counter() - start))
     return {name: statistics.median(values) for name, values in rates.items()}
 
@@ -238,6 +250,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--sigma", type=float, default=0.25)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="default: cuda if any")
     parser.add_argument("--variants", nargs="*", default=[], choices=OPTIONS, help="rsbench options to add")
     parser.add_argument("--no-art", action="store_true", help="skip ART (not installed: pip install -e '.[bench]')")
     parser.add_argument("--memory", action="store_true", help="also show memory against n on a 3x224x224 input")
@@ -259,7 +272,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     allocator = os.environ.get("GLIBC_TUNABLES", "default glibc malloc")
     print(
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads, allocator: {allocator}\n"
+        f"torch {torch.__version__} on {args.device}, {torch.get_num_threads()} threads, allocator: {allocator}\n"
         f"batch {args.batch_size}, n0={args.n0}, n={args.n}, {args.images} images x {args.repeats} repeats (medians)"
     )
     for arch in args.arch:
