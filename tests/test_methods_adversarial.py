@@ -572,11 +572,11 @@ def test_catrs_labels_the_training_set_when_fit_starts(tmp_path: Path) -> None:
     ("build", "kwargs", "message"),
     [
         (smoothadv, {"num_noise": 0}, r"method\.num_noise must be an integer >= 1, got 0"),
-        (smoothadv, {"epsilon": -0.5}, r"method\.epsilon must be a finite number >= 0.0, got -0.5"),
+        (smoothadv, {"epsilon": -0.5}, r"method\.epsilon must be a finite number >= 0, got -0.5"),
         (smoothadv, {"attack": "fgsm"}, r"method\.attack must be one of \['ddn', 'pgd'\], got 'fgsm'"),
         (smoothadv, {"warmup": 0}, r"method\.warmup must be an integer >= 1"),
         (smoothadv, {"num_steps": 0}, r"method\.num_steps must be an integer >= 1"),
-        (smoothmix, {"step_size": 0.0}, r"method\.step_size must be a finite number > 0.0"),
+        (smoothmix, {"step_size": 0.0}, r"method\.step_size must be a finite number > 0, got"),
         (smoothmix, {"mix_step": 3, "num_steps": 2}, r"method\.mix_step must be an integer in \[0, 2\], got 3"),
         (smoothmix, {"one_step": True, "mix_step": 0}, r"method\.mix_step must be 1"),
         (smoothmix, {"eta": -1.0}, r"method\.eta must be"),

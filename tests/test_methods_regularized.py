@@ -304,7 +304,7 @@ def test_macer_loss_is_the_classification_loss_while_lambda_is_zero() -> None:
         (MACER, {"gamma": 0.0}, r"method\.gamma .* > 0, got 0\.0"),
         (MACER, {"beta": -16.0}, r"method\.beta .* > 0, got -16\.0"),
         (MACER, {"lbd": float("inf")}, r"method\.lbd .* >= 0, got inf"),
-        (MACER, {"lbd_schedule": "linear"}, r"method\.lbd_schedule must be one of constant, deferred, got 'linear'"),
+        (MACER, {"lbd_schedule": "linear"}, r"lbd_schedule must be one of \['constant', 'deferred'\], got 'linear'"),
         (MACER, {"deferred_until": -1}, r"method\.deferred_until .* got -1"),
         (MACER, {"lbd_schedule": "deferred"}, r"scheduler has none: set method\.deferred_until=<epoch>"),
     ],

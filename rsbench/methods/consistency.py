@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -11,6 +10,7 @@ from torch import Tensor
 
 from rsbench.archs.classifier import Classifier
 from rsbench.methods.base import Batch, OptimizerFactory, SmoothingModule, StepOutput
+from rsbench.methods.hparams import check_float, check_int
 
 ENTROPY_CLAMP = 1e-20
 """``H(p_bar)`` takes ``log(p_bar.clamp(min=1e-20))``, the authors' guard against ``log 0``."""
@@ -82,16 +82,14 @@ class ConsistencyRegularization(SmoothingModule):
         eta: float = 0.5,
         **kwargs: Any,
     ) -> None:
-        if isinstance(num_noise, bool) or not isinstance(num_noise, int) or num_noise < 1:
-            raise ValueError(f"method.num_noise (m, noisy copies per image) must be an integer >= 1, got {num_noise!r}")
-        for key, value, symbol in (("lbd", lbd, "lambda"), ("eta", eta, "eta")):
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-                raise ValueError(f"method.{key} ({symbol}) must be a number >= 0, got {value!r}")
+        num_noise = check_int("method.num_noise (m, noisy copies per image)", num_noise, 1)
+        lbd = check_float("method.lbd (lambda)", lbd)
+        eta = check_float("method.eta (eta)", eta)
         kwargs.setdefault("steps_per_batch", num_noise)
         super().__init__(net, sigma, optimizer, **kwargs)
         self.num_noise = num_noise
-        self.lbd = float(lbd)
-        self.eta = float(eta)
+        self.lbd = lbd
+        self.eta = eta
 
     def training_loss(self, batch: Batch) -> StepOutput:
         """Mean CE over the m * B noisy rows + mean over images of ``lbd * KL + eta * H(p_bar)``."""

@@ -41,7 +41,7 @@ def check_float(key: str, value: Any, minimum: float = 0.0, *, strict: bool = Fa
     ok = ok and (value > minimum if strict else value >= minimum)
     if not ok:
         relation = ">" if strict else ">="
-        raise ValueError(f"{key} must be a finite number {relation} {minimum}, got {value!r}")
+        raise ValueError(f"{key} must be a finite number {relation} {minimum:g}, got {value!r}")
     return float(value)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -11,6 +10,7 @@ from torch import Tensor
 
 from rsbench.archs.classifier import Classifier
 from rsbench.methods.base import Batch, OptimizerFactory, SmoothingModule, StepOutput
+from rsbench.methods.hparams import check_choice, check_float, check_int
 from rsbench.noise import SigmaLike
 
 LOG_EPSILON = 1e-10
@@ -188,22 +188,13 @@ def _check_hyperparameters(
     num_noise: int, lbd: float, gamma: float, beta: float, lbd_schedule: str, deferred_until: int | None
 ) -> None:
     """Raise ``ValueError`` naming the first bad hyperparameter, its value and what is allowed."""
-    if isinstance(num_noise, bool) or not isinstance(num_noise, int) or num_noise < 1:
-        raise ValueError(f"method.num_noise (k, noisy copies per image) must be an integer >= 1, got {num_noise!r}")
-    for key, value, symbol, positive in (
-        ("lbd", lbd, "lambda", False),
-        ("gamma", gamma, "gamma, the hinge margin", True),
-        ("beta", beta, "beta, the inverse temperature", True),
-    ):
-        number = not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
-        if not number or value < 0 or (positive and value == 0):
-            raise ValueError(f"method.{key} ({symbol}) must be a number {'>' if positive else '>='} 0, got {value!r}")
-    if lbd_schedule not in LBD_SCHEDULES:
-        raise ValueError(f"method.lbd_schedule must be one of {', '.join(LBD_SCHEDULES)}, got {lbd_schedule!r}")
-    if deferred_until is not None and (
-        isinstance(deferred_until, bool) or not isinstance(deferred_until, int) or deferred_until < 0
-    ):
-        raise ValueError(f"method.deferred_until must be an epoch index >= 0 or null, got {deferred_until!r}")
+    check_int("method.num_noise (k, noisy copies per image)", num_noise, 1)
+    check_float("method.lbd (lambda)", lbd)
+    check_float("method.gamma (gamma, the hinge margin)", gamma, strict=True)
+    check_float("method.beta (beta, the inverse temperature)", beta, strict=True)
+    check_choice("method.lbd_schedule", lbd_schedule, LBD_SCHEDULES)
+    if deferred_until is not None:
+        check_int("method.deferred_until (the last epoch with lambda = 0)", deferred_until, 0)
     if lbd_schedule == "deferred" and deferred_until is None:
         raise ValueError(
             "method.lbd_schedule=deferred keeps lambda at 0 through epoch method.deferred_until, which defaults to "

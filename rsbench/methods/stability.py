@@ -7,7 +7,6 @@ stability training) to the classification loss. The baseline every later table r
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch.nn.functional as F
@@ -15,6 +14,7 @@ from torch import Tensor
 
 from rsbench.archs.classifier import Classifier
 from rsbench.methods.base import Batch, OptimizerFactory, SmoothingModule, StepOutput
+from rsbench.methods.hparams import check_float
 
 
 def soft_cross_entropy(logits: Tensor, target_logits: Tensor) -> Tensor:
@@ -62,10 +62,9 @@ class StabilityTraining(SmoothingModule):
     def __init__(
         self, net: Classifier, sigma: float, optimizer: OptimizerFactory, *, lbd: float = 2.0, **kwargs: Any
     ) -> None:
-        if isinstance(lbd, bool) or not isinstance(lbd, int | float) or not math.isfinite(lbd) or lbd < 0:
-            raise ValueError(f"method.lbd (lambda, the stability weight) must be a number >= 0, got {lbd!r}")
+        lbd = check_float("method.lbd (lambda, the stability weight)", lbd)
         super().__init__(net, sigma, optimizer, **kwargs)
-        self.lbd = float(lbd)
+        self.lbd = lbd
 
     def training_loss(self, batch: Batch) -> StepOutput:
         """``CE(f(x), y) + lbd * H(softmax(f(x)), softmax(f(x + eps)))`` over the batch."""
