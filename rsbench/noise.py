@@ -112,12 +112,31 @@ class NoiseMixin:
             sigma: a float, or a tensor ``[B]`` of per-example noise levels (each image's copies share it).
             generator: the random stream to draw from; the global one when ``None``.
         """
+        return x.repeat_interleave(num_copies, dim=0) + self.noise_copies(x, num_copies, sigma, generator)
+
+    def noise_copies(
+        self,
+        x: Tensor,
+        num_copies: int,
+        sigma: SigmaLike | None = None,
+        generator: torch.Generator | None = None,
+    ) -> Tensor:
+        """Return the noise alone of :meth:`noisy_copies`: ``[B * num_copies, ...]``, grouped by image.
+
+        Methods that hold the same m noise samples fixed across an attack and reuse them in the loss draw them here.
+
+        Args:
+            x: images ``[B, C, H, W]`` (only their shape and device are used).
+            num_copies: m >= 1.
+            sigma: a float, or a tensor ``[B]`` of per-example noise levels (each image's copies share it).
+            generator: the random stream to draw from; the global one when ``None``.
+        """
         if num_copies < 1:
             raise ValueError(f"num_copies must be >= 1, got {num_copies}")
-        repeated = x.repeat_interleave(num_copies, dim=0)
-        if isinstance(sigma, Tensor):
+        if isinstance(sigma, Tensor) and sigma.dim() > 0:
             sigma = sigma.repeat_interleave(num_copies, dim=0)
-        return self.add_noise(repeated, sigma, generator)
+        like = x.new_empty((x.shape[0] * num_copies, *x.shape[1:]))  # shape, dtype and device only
+        return self.sample_noise(like, sigma, generator)
 
     def fill_noisy(self, out: Tensor, x: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """Overwrite ``out`` with ``x + eps``, ``eps ~ N(0, sigma^2 I)``, without allocating (CERTIFY's hot loop).

@@ -14,7 +14,6 @@ from rsbench.errors import ConfigError
 from rsbench.methods.attacks import copies, frozen, noise_kl_pgd, smoothed_probs
 from rsbench.methods.base import Batch, SmoothingModule, StepOutput
 from rsbench.methods.hparams import check_choice, check_float, check_int
-from rsbench.methods.smoothadv import repeat_sigma
 from rsbench.methods.teacher import load_teacher, teacher_key, teacher_soft_labels
 
 SOFT_LABELS = ("teacher", "self")
@@ -192,7 +191,7 @@ class CATRS(SmoothingModule):
         """mean(L_low + lbd * 1[K = M] * L_high) over the chunk's images (see the class docstring)."""
         m = self.num_noise
         labels = copies(batch.y, m)
-        noise = self.sample_noise(copies(batch.x, m), repeat_sigma(batch.sigma, m))
+        noise = self.noise_copies(batch.x, m, batch.sigma)
         clean_logits = self(copies(batch.x, m) + noise)
         targets = self.targets(batch, clean_logits)
         votes = F.one_hot(clean_logits.detach().argmax(dim=1), clean_logits.shape[1]).float()

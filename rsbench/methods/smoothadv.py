@@ -12,7 +12,6 @@ from torch import Tensor
 from rsbench.methods.attacks import copies, ddn_smoothed, frozen, pgd_l2_smoothed
 from rsbench.methods.base import Batch, SmoothingModule, StepOutput
 from rsbench.methods.hparams import check_choice, check_float, check_int
-from rsbench.noise import SigmaLike
 
 ATTACKS = ("pgd", "ddn")
 
@@ -20,11 +19,6 @@ ATTACKS = ("pgd", "ddn")
 def warmed_up_epsilon(epsilon: float, warmup: int, epoch: int) -> float:
     """Salman's linear epsilon warm-up: ``min(epsilon, (epoch + 1) * epsilon / warmup)`` (epochs from 0)."""
     return min(epsilon, (epoch + 1) * epsilon / warmup)
-
-
-def repeat_sigma(sigma: SigmaLike | None, m: int) -> SigmaLike | None:
-    """A per-example sigma ``[B]`` repeated for the ``m`` copies of each image (a float is returned as is)."""
-    return sigma.repeat_interleave(m, dim=0) if isinstance(sigma, Tensor) else sigma
 
 
 class SmoothAdv(SmoothingModule):
@@ -105,12 +99,11 @@ class SmoothAdv(SmoothingModule):
     def training_loss(self, batch: Batch) -> StepOutput:
         """CE(f(x* + delta_i), y) over the m copies of each image (or over the first copy, single-noise path)."""
         m = self.num_noise
-        sigma = repeat_sigma(batch.sigma, m)
-        noise = self.sample_noise(copies(batch.x, m), sigma)
+        noise = self.noise_copies(batch.x, m, batch.sigma)
         if self.train_multi_noise:
             x_adv = self.adversarial(batch.x, batch.y, noise)
             if self.fresh_noise:
-                noise = self.sample_noise(noise, sigma)
+                noise = self.noise_copies(batch.x, m, batch.sigma)
             logits = self(copies(x_adv, m) + noise)
             labels = copies(batch.y, m)
         else:

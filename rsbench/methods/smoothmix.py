@@ -15,7 +15,6 @@ from torch import Tensor
 from rsbench.methods.attacks import MixIterates, copies, frozen, smoothed_probs, smoothmix_adversary
 from rsbench.methods.base import Batch, SmoothingModule, StepOutput
 from rsbench.methods.hparams import check_float, check_int, check_optional_float
-from rsbench.methods.smoothadv import repeat_sigma
 
 
 def warmup_factor(warmup: int, epoch: int) -> float:
@@ -131,11 +130,10 @@ class SmoothMix(SmoothingModule):
     def training_loss(self, batch: Batch) -> StepOutput:
         """L_nat + eta * warmup * mean(mask * L_mix) on one chunk (see the class docstring)."""
         m = self.num_noise
-        sigma = repeat_sigma(batch.sigma, m)
-        noise = self.sample_noise(copies(batch.x, m), sigma)
+        noise = self.noise_copies(batch.x, m, batch.sigma)
         init, adv = self.adversary(batch.x, batch.y, noise)
         if self.fresh_noise:
-            noise = self.sample_noise(noise, sigma)
+            noise = self.noise_copies(batch.x, m, batch.sigma)
         labels = copies(batch.y, m)
         logits = self(copies(init, m) + noise)
         loss_nat = F.cross_entropy(logits, labels)

@@ -34,10 +34,10 @@ from rsbench.archs.classifier import Classifier, check_signature, weights_finger
 from rsbench.certify.seeding import make_generator
 from rsbench.certify.smooth import Smooth
 from rsbench.errors import CheckpointMismatchError, ConfigError
+from rsbench.methods.base import SIGNATURE_KEY
 
 log = logging.getLogger(__name__)
 
-SIGNATURE_KEY = "rsbench"
 SAVE_EVERY_SECONDS = 60.0
 
 
