@@ -1,0 +1,295 @@
+"""The certification settings, grouped by what they are, each group validated where it is defined.
+
+- :class:`Protocol`: what every certificate depends on (CERTIFY's n0, n, alpha, the noise seed, sigma, the grid);
+- :class:`Subset`: which test images are certified;
+- :class:`Speed`: how the network is evaluated (batch size, packing, autocast, memory format, compilation);
+- :class:`SequentialSchedule`: sequential CERTIFY's looks and radius cap (``certify.mode=sequential``);
+- :class:`DataDependent`: data-dependent smoothing's sigma mode and per-input sigma search.
+
+The user-facing config stays flat (``certify.n``, ``certify.skip``, ``certify.precision``, ... as the README
+documents them); :meth:`CertifySettings.from_keys` sorts those keys into the groups.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Literal
+
+from rsbench.certify.bounds import check_alpha, radius_cap
+from rsbench.certify.data_dependent import SigmaSearch
+from rsbench.certify.sequential import LookSchedule
+from rsbench.certify.smooth import PRECISIONS, Precision
+from rsbench.certify.subset import certification_indices
+from rsbench.noise import check_sigma
+
+Mode = Literal["standard", "sequential"]
+SigmaMode = Literal["fixed", "data_dependent", "memory"]
+SIGMA_MODES: tuple[str, ...] = ("fixed", "data_dependent", "memory")
+
+
+def _check_count(**values: Any) -> None:
+    for key, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"certify.{key} must be an integer >= 1, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """What every certificate depends on besides the model: rows certified under other values are not continued.
+
+    Attributes:
+        n0: selection samples per image.
+        n: estimation samples per image (the most per image in sequential mode).
+        alpha: failure probability of each certificate.
+        seed: the certification seed; image i's noise streams derive from (seed, i), so results are reproducible
+            and an interrupted run resumes with the numbers an uninterrupted one would give (same batch size).
+        sigma: the certification noise level; ``None`` uses the model's training sigma.
+        radius_step: the step of the radius grid in ``metrics.json``.
+    """
+
+    n0: int = 100
+    n: int = 100_000
+    alpha: float = 0.001
+    seed: int = 0
+    sigma: float | None = None
+    radius_step: float = 0.25
+
+    def __post_init__(self) -> None:
+        _check_count(n0=self.n0, n=self.n)
+        check_alpha(self.alpha)
+        if self.sigma is not None:
+            check_sigma(self.sigma, "certify.sigma")
+        if self.radius_step <= 0:
+            raise ValueError(f"certify.radius_step must be > 0, got {self.radius_step}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"certify.seed must be an integer >= 0, got {self.seed!r}")
+
+
+@dataclass(frozen=True)
+class Subset:
+    """The certified test images: ``start, start + skip, ...``, at most ``max_images`` of them (a count).
+
+    Attributes:
+        start: the first test index certified.
+        skip: certify every ``skip``-th test image.
+        max_images: certify at most this many images (``None``: all selected).
+    """
+
+    start: int = 0
+    skip: int = 1
+    max_images: int | None = None
+
+    def __post_init__(self) -> None:
+        self.indices(1)  # validates the arguments
+
+    def indices(self, num_images: int) -> list[int]:
+        """The dataset indices certified out of ``num_images``."""
+        return certification_indices(num_images, self.start, self.skip, self.max_images)
+
+
+@dataclass(frozen=True)
+class Speed:
+    """How the network is evaluated. Each option changes the classifier as evaluated, never the noise's law.
+
+    Attributes:
+        batch_size: noisy samples per forward pass.
+        precision: ``fp32``, or ``bf16``/``fp16`` autocast of the network (noise stays fp32; the certificate holds
+            for the network as evaluated).
+        channels_last: run the network in channels-last memory format. The noise keeps its distribution, but a
+            seed then places its samples differently, and the convolutions may round differently: rows are
+            reproducible only under the same setting.
+        compile: ``torch.compile`` the network before certifying (a one-off compile cost; fused kernels may round
+            differently from eager mode, so the certified classifier is the compiled one).
+        images_per_batch: images certified together in standard mode, their samples packed into full forward
+            passes (each image keeps its own noise streams and its own certificate); ``None`` packs
+            ``max(1, batch_size // min(n0, n))`` so that the n0 selection samples fill the batch too.
+    """
+
+    batch_size: int = 1000
+    precision: Precision = "fp32"
+    channels_last: bool = False
+    compile: bool = False
+    images_per_batch: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_count(batch_size=self.batch_size)
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"certify.precision must be one of {list(PRECISIONS)}, got {self.precision!r}")
+        if self.images_per_batch is not None and self.images_per_batch < 1:
+            raise ValueError(f"certify.images_per_batch must be >= 1 or null (auto), got {self.images_per_batch}")
+
+    def images_together(self, protocol: Protocol) -> int:
+        """How many images are certified together under ``protocol``."""
+        return self.images_per_batch or max(1, self.batch_size // min(protocol.n0, protocol.n))
+
+
+@dataclass(frozen=True)
+class SequentialSchedule:
+    """Sequential CERTIFY (see :mod:`rsbench.certify.sequential`): looks at growing sample counts up to n.
+
+    Attributes:
+        radius_cap: the largest radius reported; ``None``: 3 sigma (Phi(3) = 0.99865, reached after about 7,000
+            samples when every vote is right).
+        first_look: estimation samples before the first look.
+        growth: each look's cumulative sample count is the previous one times ``growth``.
+    """
+
+    radius_cap: float | None = None
+    first_look: int = 1000
+    growth: float = 2.0
+
+    def __post_init__(self) -> None:
+        _check_count(first_look=self.first_look)
+        if self.radius_cap is not None and self.radius_cap <= 0:
+            raise ValueError(f"certify.radius_cap must be > 0 or null (3 sigma), got {self.radius_cap!r}")
+        if self.growth <= 1:
+            raise ValueError(f"certify.growth must be > 1, got {self.growth!r}")
+
+    def looks(self, n: int) -> LookSchedule:
+        """The look schedule up to ``n`` estimation samples."""
+        return LookSchedule(min(self.first_look, n), self.growth, n)
+
+    def cap(self, sigma: float) -> float:
+        """The largest radius reported at ``sigma``."""
+        return self.radius_cap if self.radius_cap is not None else 3.0 * sigma
+
+
+@dataclass(frozen=True)
+class DataDependent:
+    """Data-dependent smoothing (DDRS) certificates, reported beside the sound fixed-sigma ones.
+
+    Attributes:
+        mode: ``data_dependent`` (optimise sigma per input, then CERTIFY at it, as the DDRS paper; not sound) or
+            ``memory`` (those certificates replayed through DDRS's memory in test-index order; order-dependent).
+        search: the per-input sigma search.
+    """
+
+    mode: Literal["data_dependent", "memory"]
+    search: SigmaSearch
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("data_dependent", "memory"):
+            raise ValueError(f"certify.sigma_mode must be one of {list(SIGMA_MODES)}, got {self.mode!r}")
+
+
+# Each flat config key -> (group, field). The groups' own names for the sigma search differ from the keys.
+_GROUPS: dict[str, type] = {
+    "protocol": Protocol,
+    "subset": Subset,
+    "speed": Speed,
+    "sequential": SequentialSchedule,
+    "sigma_search": SigmaSearch,
+}
+_RENAMED = {
+    "sigma_iters": ("sigma_search", "iterations"),
+    "sigma_lr": ("sigma_search", "lr"),
+    "sigma_samples": ("sigma_search", "samples"),
+    "sigma_init": ("sigma_search", "init"),
+}
+KEYS: dict[str, tuple[str, str]] = {
+    **{f.name: (group, f.name) for group, cls in _GROUPS.items() if group != "sigma_search" for f in fields(cls)},
+    **_RENAMED,
+}
+
+
+@dataclass(frozen=True)
+class CertifySettings:
+    """Everything certification is configured by, in its groups.
+
+    Attributes:
+        protocol: n0, n, alpha, seed, sigma, radius grid.
+        subset: the certified test images.
+        speed: batch size, packing, precision, memory format, compilation.
+        sequential: sequential CERTIFY's schedule (``certify.mode=sequential``), or ``None`` for Cohen et al.'s
+            fixed-n CERTIFY.
+        data_dependent: per-input sigma certificates to report beside the fixed-sigma ones, or ``None``.
+    """
+
+    protocol: Protocol = Protocol()
+    subset: Subset = Subset()
+    speed: Speed = Speed()
+    sequential: SequentialSchedule | None = None
+    data_dependent: DataDependent | None = None
+
+    def __post_init__(self) -> None:
+        if self.data_dependent is not None and self.sequential is not None:
+            raise ValueError(
+                f"certify.sigma_mode={self.data_dependent.mode} runs standard CERTIFY at each sigma: set mode=standard"
+            )
+
+    @property
+    def mode(self) -> Mode:
+        """``standard`` or ``sequential``."""
+        return "standard" if self.sequential is None else "sequential"
+
+    @property
+    def sigma_mode(self) -> SigmaMode:
+        """``fixed``, ``data_dependent`` or ``memory``."""
+        return "fixed" if self.data_dependent is None else self.data_dependent.mode
+
+    def cap(self, sigma: float) -> float:
+        """The largest radius reported: the fixed-n cap, or in sequential mode the schedule's radius cap."""
+        if self.sequential is None:
+            return radius_cap(sigma, self.protocol.n, self.protocol.alpha)
+        return self.sequential.cap(sigma)
+
+    @classmethod
+    def from_keys(cls, mode: Mode = "standard", sigma_mode: SigmaMode = "fixed", **keys: Any) -> CertifySettings:
+        """Group the flat ``certify.*`` config keys (``n0``, ``n``, ``skip``, ``precision``, ``sigma_iters``, ...).
+
+        Args:
+            mode: ``standard`` (Cohen et al.'s fixed-n CERTIFY) or ``sequential``; the sequential keys
+                (``radius_cap``, ``first_look``, ``growth``) apply only to the latter.
+            sigma_mode: ``fixed`` (sound, the default), ``data_dependent`` or ``memory``; the sigma-search keys
+                (``sigma_iters``, ``sigma_lr``, ``sigma_samples``, ``sigma_init``) apply only to the latter two.
+            keys: the other flat keys, each one a field of a group (see :data:`KEYS`).
+
+        Raises:
+            ValueError: an unknown key, or a value its group refuses (the message names the ``certify.`` key).
+        """
+        unknown = sorted(set(keys).difference(KEYS))
+        if unknown:
+            raise ValueError(f"unknown certify keys {unknown}; allowed: {sorted([*KEYS, 'mode', 'sigma_mode'])}")
+        if mode not in ("standard", "sequential"):
+            raise ValueError(f"certify.mode must be 'standard' or 'sequential', got {mode!r}")
+        if sigma_mode not in SIGMA_MODES:
+            raise ValueError(f"certify.sigma_mode must be one of {list(SIGMA_MODES)}, got {sigma_mode!r}")
+        grouped: dict[str, dict[str, Any]] = {group: {} for group in _GROUPS}
+        for key, value in keys.items():
+            group, name = KEYS[key]
+            grouped[group][name] = value
+        schedule = SequentialSchedule(**grouped["sequential"])  # validated whichever mode is chosen
+        search = SigmaSearch(**grouped["sigma_search"])
+        return cls(
+            protocol=Protocol(**grouped["protocol"]),
+            subset=Subset(**grouped["subset"]),
+            speed=Speed(**grouped["speed"]),
+            sequential=schedule if mode == "sequential" else None,
+            data_dependent=DataDependent(sigma_mode, search) if sigma_mode != "fixed" else None,
+        )
+
+    def protocol_record(self, sigma: float, test_size: int) -> dict[str, Any]:
+        """Everything the rows depend on besides the model, as stored in ``certify_protocol.json``."""
+        record: dict[str, Any] = {
+            "n0": self.protocol.n0,
+            "n": self.protocol.n,
+            "alpha": self.protocol.alpha,
+            "sigma": sigma,
+            "start": self.subset.start,
+            "skip": self.subset.skip,
+            "max_images": self.subset.max_images,
+            "test_size": test_size,
+            "mode": self.mode,
+            "precision": self.speed.precision,
+            "channels_last": self.speed.channels_last,
+            "compile": self.speed.compile,
+        }
+        if self.sequential is not None:
+            record.update(
+                radius_cap=self.cap(sigma),
+                looks=self.sequential.looks(self.protocol.n).looks(),
+                radius_step=self.protocol.radius_step,
+            )
+        if self.data_dependent is not None:
+            record.update(sigma_mode=self.sigma_mode, sigma_search=vars(self.data_dependent.search))
+        return record
