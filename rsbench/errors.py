@@ -21,3 +21,7 @@ class DatasetUnavailableError(RsbenchError, FileNotFoundError):
 
 class ProtocolMismatchError(RsbenchError, RuntimeError):
     """An existing certification record was made under another protocol (n, alpha, sigma, seed, model, ...)."""
+
+
+class UnsafeFileError(RsbenchError, ValueError):
+    """A checkpoint or weights file needs arbitrary unpickling to be read; the message says how to convert it."""

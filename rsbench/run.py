@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
-import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.loggers import Logger, WandbLogger
 
 from rsbench.errors import ConfigError
+from rsbench.loading import load_weights_only
 from rsbench.noise import check_sigma
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ def run(cfg: DictConfig) -> float | None:
     scheduler = instantiate(cfg.scheduler) if cfg.get("scheduler") else None
     module = instantiate(cfg.method, net=net, optimizer=instantiate(cfg.optimizer), scheduler=scheduler)
     if cfg.ckpt_path:
-        checkpoint = torch.load(cfg.ckpt_path, map_location="cpu", weights_only=False)
+        checkpoint = load_weights_only(cfg.ckpt_path)  # tensors and plain values only: no code runs from the file
         module.check_checkpoint(checkpoint, cfg.ckpt_path)
         if not cfg.train:
             module.load_state_dict(checkpoint["state_dict"])  # strict: every weight must be there
@@ -74,11 +74,11 @@ def run(cfg: DictConfig) -> float | None:
     try:
         test_ckpt = None  # train=false: the weights loaded above
         if cfg.train:
-            trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
+            trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path, weights_only=True)
             test_ckpt = _trained_checkpoint(trainer, cfg.test_ckpt)
         if cfg.test:
             log.info("testing and certifying %s", test_ckpt or cfg.ckpt_path or "the final weights")
-            trainer.test(module, datamodule=datamodule, ckpt_path=test_ckpt)
+            trainer.test(module, datamodule=datamodule, ckpt_path=test_ckpt, weights_only=True)
         value = trainer.callback_metrics.get(cfg.optimized_metric)
         return float(value) if value is not None else None
     finally:
