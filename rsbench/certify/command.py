@@ -1,0 +1,54 @@
+"""``certify_model(cfg)``: what ``python -m rsbench.certify`` runs; a model in, the certification files out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from rsbench.certify.pipeline import Certification, Subject
+from rsbench.certify.settings import CertifySettings
+from rsbench.errors import ConfigError
+
+NOT_SETTINGS = ("_target_", "output_dir", "enabled")  # certify.* keys that are not certification settings
+
+
+def certify_settings(node: DictConfig) -> CertifySettings:
+    """The grouped settings of a ``certify`` config node (its flat keys, as ``python -m rsbench`` reads them)."""
+    keys: dict[str, Any] = OmegaConf.to_container(node, resolve=True)  # type: ignore[assignment]
+    try:
+        return CertifySettings.from_keys(**{k: v for k, v in keys.items() if k not in NOT_SETTINGS})
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+
+
+def certify_model(cfg: DictConfig) -> float | None:
+    """Certify ``cfg.model`` on the test split of ``cfg.dataset`` with ``cfg.certify``'s protocol.
+
+    Returns:
+        The ACR of the sound certificates (the fixed-sigma ones under a data-dependent sigma mode), or ``None``
+        when the run stopped before its summary.
+    """
+    if not cfg.certify.enabled:
+        raise ConfigError("certify=off (certify.enabled=false) leaves rsbench.certify nothing to do")
+    settings = certify_settings(cfg.certify)
+    datamodule = instantiate(cfg.dataset)
+    datamodule.prepare_data()
+    datamodule.setup("test")
+    built: Subject = instantiate(cfg.model)
+    device = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    subject = Subject(
+        built.classifier.to(device),
+        built.num_classes,
+        built.sigma,
+        {"method": built.description["method"], "dataset": datamodule.name, "arch": built.description["arch"]},
+        built.provenance,
+    )
+    outcome = Certification(settings, Path(cfg.certify.output_dir)).run(subject, datamodule.test_dataset)
+    if outcome.summary is None:
+        return None
+    sound = outcome.summary if outcome.summary["sound"] else outcome.summary["fixed_sigma"]
+    return float(sound["acr"])

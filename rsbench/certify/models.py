@@ -1,0 +1,219 @@
+"""What ``python -m rsbench.certify`` certifies: an rsbench checkpoint, your own model, or an ensemble of checkpoints.
+
+Each builder returns a :class:`~rsbench.certify.pipeline.Subject`: the base classifier (input layer included, so
+noise is added in [0,1] pixel space before it), its class count and training sigma, what identifies it in the
+records, and what it was built from (``metrics.json["model"]``: the kind, files with their SHA-256, the stated
+input layer). Models rsbench did not train must state their input layer (``normalize`` with its mean and std,
+``center`` with its mean, or ``identity`` when the model normalises inside itself), because nothing in their weights
+says what it was. Every file is read with ``torch.load(weights_only=True)``
+(:func:`rsbench.loading.load_weights_only`); TorchScript archives are read with ``torch.jit.load``, which runs
+TorchScript code (not arbitrary Python) from the file: load only archives you trust.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import torchvision
+from torch import nn
+
+from rsbench.archs.classifier import Classifier, check_signature
+from rsbench.archs.input_layer import InputLayer
+from rsbench.archs.registry import build_classifier
+from rsbench.certify.ensemble import Aggregation, Ensemble
+from rsbench.certify.pipeline import Subject
+from rsbench.errors import CheckpointMismatchError, ConfigError
+from rsbench.loading import file_digest, load_strict, load_weights_only
+from rsbench.methods.base import SIGNATURE_KEY
+
+NET_PREFIX = "net."  # a SmoothingModule's state-dict keys are net.<Classifier keys>
+
+
+def checkpoint(path: str, num_classes: int, in_channels: int) -> Subject:
+    """An rsbench checkpoint (trained by rsbench, or written by ``python -m rsbench.importer``).
+
+    The architecture, input layer and training sigma come from the checkpoint's signature.
+
+    Args:
+        path: the ``.ckpt`` file.
+        num_classes: the dataset's class count (the checkpoint's must equal it).
+        in_channels: the dataset's image channels.
+    """
+    saved = load_weights_only(path)
+    signature = saved.get(SIGNATURE_KEY) if isinstance(saved, Mapping) else None
+    if signature is None or "state_dict" not in saved:
+        raise CheckpointMismatchError(
+            f"{path} is not an rsbench checkpoint (no {SIGNATURE_KEY!r} signature); import a released checkpoint "
+            "with python -m rsbench.importer, or certify your own model with model=module, torchscript or torchvision"
+        )
+    check_signature(signature, {"num_classes": num_classes}, str(path))
+    classifier = build_classifier(signature["arch"], num_classes, signature["input_layer"], in_channels)
+    weights = {k.removeprefix(NET_PREFIX): v for k, v in saved["state_dict"].items() if k.startswith(NET_PREFIX)}
+    load_strict(classifier, weights, str(path))
+    description = {"method": signature.get("method", "unknown"), "arch": signature["arch"]}
+    provenance = {"kind": "checkpoint", "path": str(path), "sha256": file_digest(path), "signature": dict(signature)}
+    return Subject(classifier, num_classes, float(signature["sigma"]), description, provenance)
+
+
+def module(
+    network: nn.Module,
+    input_layer: Mapping[str, Any],
+    sigma: float,
+    num_classes: int,
+    weights: str | None = None,
+    state_dict_key: str | None = None,
+    name: str | None = None,
+) -> Subject:
+    """Your own ``torch.nn.Module``, built by Hydra from ``model.network`` (``_target_`` plus constructor arguments).
+
+    Args:
+        network: the network (maps the input layer's output to logits).
+        input_layer: what maps [0,1] pixels to the network's input: ``kind`` (normalize, center, identity) and
+            its ``mean``/``std``.
+        sigma: the noise level it was trained at.
+        num_classes: the dataset's class count.
+        weights: a state-dict file for ``network`` (loaded strictly, by name); ``None`` keeps its own weights.
+        state_dict_key: the entry of ``weights`` that holds the state dict (e.g. ``state_dict``, ``net``), when
+            the file is a dictionary around it.
+        name: how to name the architecture in the records (default: the network's class).
+    """
+    arch = name or f"{type(network).__module__}.{type(network).__qualname__}"
+    provenance: dict[str, Any] = {"kind": "module", "class": arch}
+    if weights is not None:
+        load_strict(network, _state_dict(load_weights_only(weights, "weights file"), state_dict_key, weights), weights)
+        provenance.update(weights=str(weights), sha256=file_digest(weights))
+    return _foreign(arch, network, input_layer, sigma, num_classes, provenance)
+
+
+def torchscript(path: str, input_layer: Mapping[str, Any], sigma: float, num_classes: int) -> Subject:
+    """A TorchScript archive (``torch.jit.save``); its weights are in the archive.
+
+    Args:
+        path: the archive.
+        input_layer: what maps [0,1] pixels to the archive's input (``identity`` when it normalises itself).
+        sigma: the noise level it was trained at.
+        num_classes: the dataset's class count.
+    """
+    if not Path(path).expanduser().is_file():
+        raise ConfigError(f"TorchScript archive {path} does not exist")
+    network = torch.jit.load(str(Path(path).expanduser()), map_location="cpu")
+    provenance = {"kind": "torchscript", "path": str(path), "sha256": file_digest(path)}
+    return _foreign("torchscript", network, input_layer, sigma, num_classes, provenance)
+
+
+def torchvision_model(
+    name: str,
+    weights: str,
+    input_layer: Mapping[str, Any],
+    sigma: float,
+    num_classes: int,
+    state_dict_key: str | None = None,
+) -> Subject:
+    """A torchvision architecture by name (``torchvision.models.get_model``) with your weights file.
+
+    Args:
+        name: the torchvision model name (``resnet50``, ``wide_resnet50_2``, ...).
+        weights: its state-dict file (loaded strictly, by name).
+        input_layer: what maps [0,1] pixels to the network's input.
+        sigma: the noise level it was trained at.
+        num_classes: the dataset's class count.
+        state_dict_key: the entry of ``weights`` that holds the state dict, when the file wraps it.
+    """
+    try:
+        network = torchvision.models.get_model(name, weights=None, num_classes=num_classes)
+    except ValueError as error:
+        raise ConfigError(f"model.name={name!r} is not a torchvision model: {error}") from None
+    load_strict(network, _state_dict(load_weights_only(weights, "weights file"), state_dict_key, weights), weights)
+    provenance = {
+        "kind": "torchvision",
+        "name": name,
+        "weights": str(weights),
+        "sha256": file_digest(weights),
+    }
+    return _foreign(f"torchvision.{name}", network, input_layer, sigma, num_classes, provenance)
+
+
+def ensemble(
+    members: Sequence[str],
+    num_classes: int,
+    in_channels: int,
+    aggregation: Aggregation = "logits",
+    sigma: float | None = None,
+    allow_sigma_mismatch: bool = False,
+    allow_mixed_input_layers: bool = False,
+) -> Subject:
+    """An ensemble of rsbench checkpoints as one base classifier (:class:`~rsbench.certify.ensemble.Ensemble`).
+
+    Every member must agree with the first on the class count, the input layer (unless
+    ``allow_mixed_input_layers``) and the training sigma (unless ``allow_sigma_mismatch``).
+
+    Args:
+        members: the checkpoint files (at least 2).
+        num_classes: the dataset's class count.
+        in_channels: the dataset's image channels.
+        aggregation: ``logits`` (mean logit, the paper's soft voting), ``softmax`` or ``vote``.
+        sigma: the certification sigma, needed only when the members' training sigmas differ.
+        allow_sigma_mismatch: accept members trained at different sigmas.
+        allow_mixed_input_layers: accept members with different input layers.
+    """
+    if len(members) < 2:
+        raise ConfigError(f"model.members must list at least 2 checkpoints, got {list(members)}")
+    subjects = [checkpoint(path, num_classes, in_channels) for path in members]
+    first = subjects[0].provenance["signature"]
+    for path, subject in zip(members[1:], subjects[1:], strict=True):
+        expected = {"num_classes": first["num_classes"], "input_layer": first["input_layer"], "sigma": first["sigma"]}
+        if allow_mixed_input_layers:
+            expected.pop("input_layer")
+        if allow_sigma_mismatch:
+            expected.pop("sigma")
+        try:
+            check_signature(subject.provenance["signature"], expected, f"ensemble member {path}")
+        except CheckpointMismatchError as error:
+            raise CheckpointMismatchError(
+                f"{error}\n(compared with the first member, {members[0]}; model.allow_sigma_mismatch=true or "
+                "model.allow_mixed_input_layers=true accept such members on purpose)"
+            ) from None
+    sigmas = sorted({s.sigma for s in subjects})
+    if len(sigmas) > 1 and sigma is None:
+        raise ConfigError(f"the members were trained at sigmas {sigmas}: set certify.sigma=<s> to certify them at one")
+    methods = sorted({str(s.description["method"]) for s in subjects})
+    description = {
+        "method": f"ensemble({','.join(methods)})",
+        "arch": "+".join(str(s.description["arch"]) for s in subjects),
+    }
+    provenance = {"kind": "ensemble", "aggregation": aggregation, "members": [dict(s.provenance) for s in subjects]}
+    model = Ensemble([s.classifier for s in subjects], aggregation)
+    return Subject(model, num_classes, sigma if sigma is not None else sigmas[0], description, provenance)
+
+
+def _state_dict(loaded: Any, key: str | None, source: str) -> Mapping[str, torch.Tensor]:
+    """The state dict in a loaded weights file: the file itself, or its entry ``key``."""
+    if key is not None:
+        if not isinstance(loaded, Mapping) or key not in loaded:
+            found = sorted(loaded) if isinstance(loaded, Mapping) else type(loaded).__name__
+            raise ConfigError(f"{source} has no entry {key!r} (it holds {found})")
+        loaded = loaded[key]
+    if not isinstance(loaded, Mapping) or not all(isinstance(v, torch.Tensor) for v in loaded.values()):
+        found = sorted(loaded) if isinstance(loaded, Mapping) else type(loaded).__name__
+        raise ConfigError(
+            f"{source} is not a state dict of tensors (it holds {found}); name the entry that is with "
+            "model.state_dict_key=<key>"
+        )
+    return loaded
+
+
+def _foreign(
+    arch: str,
+    network: nn.Module,
+    input_layer: Mapping[str, Any],
+    sigma: float,
+    num_classes: int,
+    provenance: dict[str, Any],
+) -> Subject:
+    """A model rsbench did not train: behind its stated input layer, recorded as such."""
+    classifier = Classifier(arch, network, InputLayer(**dict(input_layer)))
+    provenance["input_layer"] = classifier.input_layer.spec()
+    return Subject(classifier, num_classes, float(sigma), {"method": "external", "arch": arch}, provenance)
