@@ -15,7 +15,7 @@ from torch import nn
 from rsbench.archs.cifar_resnet import CifarResNet
 from rsbench.archs.classifier import Classifier
 from rsbench.archs.lenet import LeNet
-from rsbench.archs.resnet import cifar_resnet18, imagenet_resnet50
+from rsbench.archs.resnet import cifar_resnet18, ddrs_resnet18, imagenet_resnet50
 
 NetworkFactory = Callable[[int, int], nn.Module]
 NETWORKS: dict[str, NetworkFactory] = {
@@ -23,6 +23,7 @@ NETWORKS: dict[str, NetworkFactory] = {
     "cifar_resnet20": lambda classes, channels: CifarResNet(20, classes, channels),
     "cifar_resnet110": lambda classes, channels: CifarResNet(110, classes, channels),
     "cifar_resnet18": lambda classes, channels: cifar_resnet18(classes, channels),
+    "ddrs_resnet18": lambda classes, channels: ddrs_resnet18(classes, channels),
     "resnet50": lambda classes, channels: imagenet_resnet50(classes),
 }
 
@@ -31,7 +32,7 @@ def build_classifier(arch: str, num_classes: int, input_layer: Mapping[str, Any]
     """``Sequential(InputLayer, net)`` for the architecture named ``arch``.
 
     Args:
-        arch: one of :data:`NETWORKS` (lenet, cifar_resnet20, cifar_resnet110, cifar_resnet18, resnet50).
+        arch: one of :data:`NETWORKS` (lenet, cifar_resnet20, cifar_resnet110, cifar_resnet18, ddrs_resnet18, resnet50).
         num_classes: the number of logits.
         input_layer: the input layer's ``kind``, ``mean`` and ``std`` (the dataset's).
         in_channels: image channels.
