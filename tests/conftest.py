@@ -39,11 +39,14 @@ def quiet_trainer(root: Path, **kwargs: Any) -> pl.Trainer:
     )
 
 
-def compose_config(*overrides: str, output_dir: Path | None = None) -> DictConfig:
-    """Compose ``conf/config.yaml`` with ``overrides``; ``${hydra:...}`` resolves as in a real run."""
+def compose_config(*overrides: str, output_dir: Path | None = None, config_name: str = "config") -> DictConfig:
+    """Compose ``conf/<config_name>.yaml`` with ``overrides``; ``${hydra:...}`` resolves as in a real run.
+
+    ``config_name``: ``config`` (``python -m rsbench``), ``certify_model`` (``python -m rsbench.certify``).
+    """
     GlobalHydra.instance().clear()
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
-        cfg = compose("config", overrides=list(overrides), return_hydra_config=True)
+        cfg = compose(config_name, overrides=list(overrides), return_hydra_config=True)
     with open_dict(cfg):
         cfg.hydra.runtime.output_dir = str(output_dir or ROOT / "outputs" / "pytest")
         cfg.hydra.job.num = 0

@@ -1,13 +1,16 @@
 """What ``python -m rsbench.certify`` certifies: an rsbench checkpoint, your own model, or an ensemble of checkpoints.
 
+Your own model comes as a ``torch.nn.Module`` class with constructor arguments and a state-dict file, a
+``torch.export`` or TorchScript archive, or a torchvision architecture name with a state-dict file.
+
 Each builder returns a :class:`~rsbench.certify.pipeline.Subject`: the base classifier (input layer included, so
 noise is added in [0,1] pixel space before it), its class count and training sigma, what identifies it in the
 records, and what it was built from (``metrics.json["model"]``: the kind, files with their SHA-256, the stated
 input layer). Models rsbench did not train must state their input layer (``normalize`` with its mean and std,
 ``center`` with its mean, or ``identity`` when the model normalises inside itself), because nothing in their weights
-says what it was. Every file is read with ``torch.load(weights_only=True)``
-(:func:`rsbench.loading.load_weights_only`); TorchScript archives are read with ``torch.jit.load``, which runs
-TorchScript code (not arbitrary Python) from the file: load only archives you trust.
+says what it was. Checkpoints and state dicts are read with ``torch.load(weights_only=True)``
+(:func:`rsbench.loading.load_weights_only`); archives with ``torch.export.load`` and ``torch.jit.load`` (TorchScript,
+deprecated by PyTorch; it runs the TorchScript code in the archive): load only archives you trust.
 """
 
 from __future__ import annotations
@@ -102,6 +105,42 @@ def torchscript(path: str, input_layer: Mapping[str, Any], sigma: float, num_cla
     network = torch.jit.load(str(Path(path).expanduser()), map_location="cpu")
     provenance = {"kind": "torchscript", "path": str(path), "sha256": file_digest(path)}
     return _foreign("torchscript", network, input_layer, sigma, num_classes, provenance)
+
+
+def exported(path: str, input_layer: Mapping[str, Any], sigma: float, num_classes: int) -> Subject:
+    """A ``torch.export`` archive (``torch.export.save``, the successor of TorchScript); its weights are inside.
+
+    The exported graph is fixed in the mode it was exported in (export it in eval mode, with a dynamic batch
+    dimension: ``dynamic_shapes=({0: torch.export.Dim("batch")},)``).
+
+    Args:
+        path: the ``.pt2`` archive.
+        input_layer: what maps [0,1] pixels to the archive's input (``identity`` when it normalises itself).
+        sigma: the noise level it was trained at.
+        num_classes: the dataset's class count.
+    """
+    if not Path(path).expanduser().is_file():
+        raise ConfigError(f"exported program {path} does not exist")
+    network = _FixedMode(torch.export.load(str(Path(path).expanduser())).module())
+    provenance = {"kind": "exported", "path": str(path), "sha256": file_digest(path)}
+    return _foreign("exported", network, input_layer, sigma, num_classes, provenance)
+
+
+class _FixedMode(nn.Module):
+    """An exported graph, which cannot switch between train and eval mode: ``train()`` leaves it as it is."""
+
+    def __init__(self, program: nn.Module) -> None:
+        super().__init__()
+        self.program = program
+
+    def train(self, mode: bool = True) -> _FixedMode:
+        """Record the mode without passing it on (the graph runs as it was exported)."""
+        self.training = mode
+        return self
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The exported graph's output."""
+        return self.program(x)
 
 
 def torchvision_model(
