@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rsbench.bench import certify_throughput, training_cost
+from rsbench.bench import certify_throughput, compare_versions, training_cost
+from tests.conftest import ROOT
 
 
 def test_certify_throughput_prints_each_variant_against_the_forward_pass(capsys: pytest.CaptureFixture[str]) -> None:
@@ -20,6 +21,19 @@ def test_certify_throughput_prints_each_variant_against_the_forward_pass(capsys:
     assert set(ratios) == {"forward", "cohen", "rsbench", "rsbench+bf16"}
     assert ratios["forward"] == 1.0
     assert all(ratio > 0 for ratio in ratios.values())
+    ensemble = next(line for line in out.splitlines() if line.startswith("ensemble of 3"))
+    assert float(ensemble.split("ensemble / singles = ")[1].split()[0]) > 0
+
+
+def test_compare_versions_runs_both_pipelines_in_one_process(capsys: pytest.CaptureFixture[str]) -> None:
+    tiny = ["--images", "2", "--n0", "10", "--n", "90", "--batch-size", "50", "--repeats", "1"]
+    compare_versions.main(["--other", str(ROOT), "--arch", "lenet", *tiny])  # this checkout against a copy of itself
+    out = capsys.readouterr().out
+    cells = [line.split() for line in out.splitlines()]
+    rates = {c[0]: float(c[1].replace(",", "")) for c in cells if len(c) == 3 and c[0] in ("forward", "this", "other")}
+    assert set(rates) == {"forward", "this", "other"}
+    assert all(rate > 0 for rate in rates.values())
+    assert "same rows: True" in out
 
 
 def test_training_cost_counts_each_methods_passes(capsys: pytest.CaptureFixture[str]) -> None:

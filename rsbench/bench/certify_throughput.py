@@ -18,6 +18,9 @@ same images with n0 + n noisy samples per image:
   compile time is reported separately).
 
 It prints noisy samples per second (median over repeats) and each variant's ratio to the forward pass and to ART.
+``--ensemble K`` (default 3; 0 skips it) then times an ensemble of K randomly initialised copies of the architecture
+(:class:`rsbench.certify.ensemble.Ensemble`, mean logits) against K single certifications of the same images, one
+per member: the ensemble draws each noisy sample once and shows it to every member.
 ``--memory`` certifies one 3x224x224 input at growing n, each in a fresh process, with rsbench (and at small n with
 ART, whose host noise array grows with n) and prints each process's peak resident memory. ``--allocators`` instead
 measures the forward pass and rsbench under glibc's default malloc and under rsbench's ``GLIBC_TUNABLES`` (each
@@ -43,6 +46,7 @@ from torch import nn
 from rsbench.allocator import GLIBC_TUNABLES, OPT_OUT, reexec_with_fast_allocator
 from rsbench.archs import CifarResNet, Classifier, LeNet
 from rsbench.archs.resnet import imagenet_resnet50
+from rsbench.certify.ensemble import Ensemble
 from rsbench.certify.smooth import Smooth
 
 NORMALIZE = {"kind": "normalize", "mean": [0.5] * 3, "std": [0.25] * 3}
@@ -167,6 +171,40 @@ def bench(arch: str, args: argparse.Namespace) -> dict[str, float]:
     return {name: statistics.median(values) for name, values in rates.items()}
 
 
+def ensemble_cost(arch: str, args: argparse.Namespace) -> tuple[float, float]:
+    """Median seconds to certify the images with an ensemble of ``args.ensemble`` members, and with each member alone.
+
+    Both certify the same images with rsbench's packing; the two are alternated ``args.repeats`` times.
+    """
+    members = []
+    for seed in range(args.ensemble):
+        torch.manual_seed(seed)
+        member, shape = MODELS[arch]()
+        members.append(member.eval().to(args.device))
+    xs = torch.rand(args.images, *shape, device=args.device)
+    packing = max(1, args.batch_size // min(args.n0, args.n))
+    seeds = list(range(args.images))
+
+    def certify(smooth: Smooth) -> None:
+        for first in range(0, len(xs), packing):
+            part = slice(first, first + packing)
+            smooth.certify_batch(xs[part], args.n0, args.n, 0.001, args.batch_size, seeds=seeds[part])
+
+    ensemble = Smooth(Ensemble(members, "logits"), 10, args.sigma)
+    singles = [Smooth(member, 10, args.sigma) for member in members]
+    timings: dict[str, list[float]] = {"ensemble": [], "singles": []}
+    certify(ensemble)  # warm-up
+    for _ in range(args.repeats):
+        for name, runs in (("ensemble", [ensemble]), ("singles", singles)):
+            synchronize(args.device)
+            start = time.perf_counter()
+            for smooth in runs:
+                certify(smooth)
+            synchronize(args.device)
+            timings[name].append(time.perf_counter() - start)
+    return statistics.median(timings["ensemble"]), statistics.median(timings["singles"])
+
+
 def memory_probe(implementation: str, n: int, batch_size: int, sigma: float) -> None:
     """Certify one 3x224x224 input with ``implementation`` (rsbench or art) at ``n``; print this process's peak RSS."""
     layers = [nn.Conv2d(3, 8, 7, stride=8), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10)]
@@ -253,6 +291,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="default: cuda if any")
     parser.add_argument("--variants", nargs="*", default=[], choices=OPTIONS, help="rsbench options to add")
     parser.add_argument("--no-art", action="store_true", help="skip ART (not installed: pip install -e '.[bench]')")
+    parser.add_argument("--ensemble", type=int, default=3, help="members of the ensemble timed against them (0: skip)")
     parser.add_argument("--memory", action="store_true", help="also show memory against n on a 3x224x224 input")
     parser.add_argument(
         "--allocators", action="store_true", help="compare glibc's default malloc with GLIBC_TUNABLES instead"
@@ -282,6 +321,12 @@ def main(argv: list[str] | None = None) -> None:
         print(f"\n{arch}:\n{'variant':<28} {'samples/s':>10} {'x forward':>10} {'x ART':>7}")
         for name, rate in results.items():
             print(f"{name:<28} {rate:>10,.0f} {rate / forward:>10.3f} {rate / art:>7.2f}")
+        if args.ensemble > 1:
+            together, alone = ensemble_cost(arch, args)
+            print(
+                f"ensemble of {args.ensemble} (mean logits): {together:.2f} s; {args.ensemble} single certifications: "
+                f"{alone:.2f} s; ensemble / singles = {together / alone:.3f} (same {args.images} images, medians)"
+            )
     if args.memory:
         memory_scaling(args)
 
