@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rsbench.archs import CifarResNet, Classifier, InputLayer, LeNet, check_signature
-from rsbench.archs.resnet import cifar_resnet18, imagenet_resnet50
+from rsbench.archs.resnet import cifar_resnet18, ddrs_resnet18, imagenet_resnet50
 from rsbench.errors import CheckpointMismatchError
 
 CIFAR = {"kind": "normalize", "mean": [0.4914, 0.4822, 0.4465], "std": [0.2023, 0.1994, 0.2010]}
@@ -20,6 +20,7 @@ CIFAR = {"kind": "normalize", "mean": [0.4914, 0.4822, 0.4465], "std": [0.2023, 
         (CifarResNet(20, 10), (2, 3, 32, 32), 10),
         (CifarResNet(110, 100), (2, 3, 32, 32), 100),
         (cifar_resnet18(10), (2, 3, 32, 32), 10),
+        (ddrs_resnet18(10), (2, 3, 32, 32), 10),
         (imagenet_resnet50(1000), (1, 3, 224, 224), 1000),
     ],
 )

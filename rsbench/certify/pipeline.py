@@ -127,7 +127,7 @@ class Certification:
         output_dir: where ``certify.tsv``, ``certify_protocol.json``, ``metrics.json`` and the plot go.
     """
 
-    def __init__(self, settings: CertifySettings, output_dir: Path) -> None:
+    def __init__(self, settings: CertifySettings, output_dir: str | Path) -> None:
         self.settings = settings
         self.output_dir = Path(output_dir)
 
