@@ -50,7 +50,7 @@ def checkpoint(path: str, num_classes: int, in_channels: int) -> Subject:
     if signature is None or "state_dict" not in saved:
         raise CheckpointMismatchError(
             f"{path} is not an rsbench checkpoint (no {SIGNATURE_KEY!r} signature); import a released checkpoint "
-            "with python -m rsbench.importer, or certify your own model with model=module, torchscript or torchvision"
+            "with python -m rsbench.importer, or certify your own model with model=module, exported, torchscript, ..."
         )
     check_signature(signature, {"num_classes": num_classes}, str(path))
     classifier = build_classifier(signature["arch"], num_classes, signature["input_layer"], in_channels)
