@@ -60,7 +60,7 @@ PER_INPUT_STEM = "certify_data_dependent"  # memory mode: the per-input-sigma ce
 GroupCertifier = Callable[[Smooth, Tensor, list[int]], Iterator[tuple[int, Certificate]]]
 
 
-class TestImages(Protocol):
+class IndexedImages(Protocol):
     """A test set indexed by image: ``images[i]`` is ``(image [C, H, W] in [0,1], label, ...)``."""
 
     def __len__(self) -> int: ...
@@ -134,7 +134,7 @@ class Certification:
     def run(
         self,
         subject: Subject,
-        images: TestImages,
+        images: IndexedImages,
         *,
         shard: Shard = Shard(),
         barrier: Callable[[], None] = _no_barrier,
@@ -189,7 +189,7 @@ class Certification:
     def _summarize_run(
         self,
         indices: list[int],
-        images: TestImages,
+        images: IndexedImages,
         sigma: float,
         meta: Mapping[str, Any],
         provenance: Mapping[str, Any],
@@ -278,7 +278,7 @@ class Certification:
     def _certify_share(
         self,
         smooth: Smooth,
-        images: TestImages,
+        images: IndexedImages,
         share: list[int],
         record: Path,
         stem: str,

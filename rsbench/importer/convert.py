@@ -89,14 +89,17 @@ def import_checkpoint(
             baseline).
 
     Raises:
-        ConfigError: an unknown origin, dataset, architecture or input layer.
+        ConfigError: an unknown origin, dataset, architecture or input layer, or a sigma that is not > 0.
         CheckpointMismatchError: the file is not in the origin's layout, names another architecture, or its
             weights do not fit (the message names the keys and shapes that differ).
         UnsafeFileError: the file needs arbitrary unpickling.
     """
     if origin not in ORIGINS:
         raise ConfigError(f"origin must be one of {sorted(ORIGINS)}, got {origin!r}")
-    check_sigma(sigma, "sigma")
+    try:
+        check_sigma(sigma, "sigma")
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
     layout_name, origin_method = ORIGINS[origin]
     layout = LAYOUTS[layout_name]
     path = Path(path).expanduser()
