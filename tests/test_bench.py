@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from rsbench.bench import certify_throughput, compare_versions, training_cost
@@ -34,6 +36,19 @@ def test_compare_versions_runs_both_pipelines_in_one_process(capsys: pytest.Capt
     assert set(rates) == {"forward", "this", "other"}
     assert all(rate > 0 for rate in rates.values())
     assert "same rows: True" in out
+    from omegaconf import OmegaConf
+    from omegaconf.errors import InterpolationResolutionError
+
+    from rsbench.errors import ConfigError
+
+    with pytest.raises(InterpolationResolutionError) as error:
+        OmegaConf.to_container(OmegaConf.create({"x": "${rs.lookup:{a: 1},b}"}), resolve=True)
+    chain, cause = [], error.value
+    while cause is not None:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    assert any(isinstance(e, ConfigError) for e in chain)  # this package's resolver again, not the copy's
+    assert not [name for name in sys.modules if name.startswith("rsbench_other")]
 
 
 def test_training_cost_counts_each_methods_passes(capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,6 +14,7 @@ median noisy samples per second of each and its ratio to the forward pass, and c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import re
 import shutil
@@ -21,6 +22,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
@@ -28,20 +30,32 @@ from typing import Any
 import torch
 
 from rsbench.allocator import reexec_with_fast_allocator
+from rsbench.resolvers import register_resolvers
 
 SHAPES = {"lenet": (1, 28, 28), "cifar_resnet20": (3, 32, 32), "cifar_resnet110": (3, 32, 32)}
 NORMALIZE = {"kind": "normalize", "mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25]}
 
 
-def import_copy(checkout: Path, name: str, workdir: Path) -> ModuleType:
-    """Import ``checkout/rsbench`` as package ``name`` (a copy with its absolute imports renamed)."""
+@contextlib.contextmanager
+def imported_copy(checkout: Path, name: str, workdir: Path) -> Iterator[ModuleType]:
+    """Import ``checkout/rsbench`` as package ``name`` (a copy with its absolute imports renamed), then forget it.
+
+    The copy registers its own OmegaConf resolvers on import; this package's are registered again afterwards, so
+    that configs composed later in the process resolve (and raise) as this package does.
+    """
     target = workdir / name
     shutil.copytree(checkout / "rsbench", target, ignore=shutil.ignore_patterns("__pycache__"))
     pattern = re.compile(r"\b(from|import) rsbench\b")
     for path in target.rglob("*.py"):
         path.write_text(pattern.sub(rf"\1 {name}", path.read_text()))
     sys.path.insert(0, str(workdir))
-    return importlib.import_module(name)
+    try:
+        yield importlib.import_module(name)
+    finally:
+        sys.path.remove(str(workdir))
+        for module in [m for m in sys.modules if m == name or m.startswith(f"{name}.")]:
+            del sys.modules[module]
+        register_resolvers()
 
 
 class Version:
@@ -126,10 +140,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        import_copy(args.other, "rsbench_other", workdir / "packages")
-        print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; this checkout vs {args.other}")
-        for arch in args.arch:
-            compare(arch, {"this": "rsbench", "other": "rsbench_other"}, args, workdir)
+        with imported_copy(args.other, "rsbench_other", workdir / "packages"):
+            print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; this checkout vs {args.other}")
+            for arch in args.arch:
+                compare(arch, {"this": "rsbench", "other": "rsbench_other"}, args, workdir)
 
 
 if __name__ == "__main__":
