@@ -482,6 +482,19 @@ def test_catrs_teacher_rows_are_looked_up_by_training_index() -> None:
     assert torch.allclose(target, (F.softmax(logits, 1).mean(0, keepdim=True)).detach())
 
 
+def test_catrs_soft_labels_stay_fp32_under_bf16_logits() -> None:
+    """A teacher vote share like 0.3337 (N = 10,000) is not representable in bf16 (nearest: 0.333984375): the target
+    and the KL must stay in fp32 whatever dtype the network's autocast gives the logits."""
+    module = catrs()
+    module.soft_labels = torch.tensor([[0.3337, 0.6663]])
+    batch = Batch(torch.zeros(1, 1, 1, 2), torch.tensor([1]), torch.tensor([0]))
+    target = module.targets(batch, torch.zeros(2, 2, dtype=torch.bfloat16))
+    assert target.dtype == torch.float32
+    assert torch.equal(target, module.soft_labels)  # copied, not rounded
+    selfish = catrs(soft_label="self")
+    assert selfish.targets(batch, torch.zeros(2, 2, dtype=torch.bfloat16)).dtype == torch.float32
+
+
 def test_catrs_without_a_teacher_says_how_to_train_one(tmp_path: Path) -> None:
     module = catrs()
     data = TensorDataset(torch.rand(4, 1, 1, 2), torch.zeros(4, dtype=torch.long), torch.arange(4))
@@ -623,42 +636,16 @@ def test_one_training_step_through_lightning_changes_the_weights(tmp_path: Path,
 
 # ---------------------------------------------------------------------------------------------------- configs
 
-PUBLISHED = {
-    ("smoothadv", "cifar10"): {
-        "epsilon": {0.25: 1.0, 0.5: 1.0, 1.0: 2.0},
-        "num_noise": {0.25: 4, 0.5: 8, 1.0: 2},
-        "num_steps": 10,
-        "warmup": 10,
-        "attack": "pgd",
-    },
-    ("smoothadv", "mnist_embedded"): {"epsilon": 255 / 256, "num_noise": 4, "num_steps": 10, "warmup": 10},
-    ("smoothmix", "cifar10"): {
-        "num_steps": 4,
-        "num_noise": 2,
-        "eta": 5.0,
-        "step_size": {0.25: 0.5, 0.5: 1.0, 1.0: 2.0},
-        "mix_step": 0,
-        "maxnorm": None,
-        "warmup": 10,
-    },
-    ("smoothmix", "mnist_embedded"): {"num_steps": {0.25: 2, 0.5: 4, 1.0: 8}, "num_noise": 4, "step_size": 1.0},
-    ("catrs", "cifar10"): {"num_noise": 4, "epsilon": 1.0, "num_steps": 4, "lbd": {0.25: 0.5, 0.5: 1.0, 1.0: 2.0}},
-    ("catrs", "mnist_embedded"): {
-        "num_noise": 4,
-        "epsilon": 1.0,
-        "num_steps": 4,
-        "lbd": {0.25: 1.0, 0.5: 1.0, 1.0: 1.0},
-    },
-}
+# The published values themselves are checked against the authors' own commands in tests/test_published_recipes.py.
 
 
 @pytest.mark.parametrize("sigma", [0.25, 0.5, 1.0])
-@pytest.mark.parametrize(("method", "dataset"), sorted(PUBLISHED))
-def test_config_composes_with_the_published_values(make_cfg: Any, method: str, dataset: str, sigma: float) -> None:
+@pytest.mark.parametrize("method", ["smoothadv", "smoothmix", "catrs"])
+@pytest.mark.parametrize("dataset", ["mnist_embedded", "cifar10"])
+def test_config_builds_the_method_with_m_steps_per_batch(
+    make_cfg: Any, method: str, dataset: str, sigma: float
+) -> None:
     cfg = make_cfg(f"method={method}", f"dataset={dataset}", f"sigma={sigma}", "arch=lenet")
-    for key, value in PUBLISHED[(method, dataset)].items():
-        want = value[sigma] if isinstance(value, dict) else value
-        assert cfg.method[key] == (pytest.approx(want) if isinstance(want, float) else want), key
     assert cfg.method.steps_per_batch == cfg.method.num_noise  # m chunks, one optimizer step each
     net = instantiate(cfg.arch)
     module = instantiate(cfg.method, net=net, optimizer=instantiate(cfg.optimizer))

@@ -255,9 +255,9 @@ def test_macer_scales_each_hinge_by_its_own_sigma() -> None:
 
 
 def test_macer_deferred_lambda_per_epoch() -> None:
-    deferred = MACER(logits_net(2), 0.5, SGD, lbd=12.0, lbd_schedule="deferred", deferred_until=2)
+    deferred = MACER(logits_net(2), 0.5, SGD, lbd=12.0, lbd_schedule="deferred", lbd_from_epoch=3)
     assert [deferred.lbd_at(epoch) for epoch in range(6)] == [0.0, 0.0, 0.0, 12.0, 12.0, 12.0]
-    constant = MACER(logits_net(2), 0.5, SGD, lbd=12.0, lbd_schedule="constant", deferred_until=2)
+    constant = MACER(logits_net(2), 0.5, SGD, lbd=12.0, lbd_schedule="constant", lbd_from_epoch=3)
     assert [constant.lbd_at(epoch) for epoch in range(3)] == [12.0, 12.0, 12.0]
 
 
@@ -273,7 +273,7 @@ class EpochLambda(pl.Callback):
 
 def test_macer_deferred_lambda_switches_on_in_training(tmp_path) -> None:
     torch.manual_seed(0)
-    module = MACER(logits_net(2), 0.5, SGD, num_noise=2, lbd=5.0, lbd_schedule="deferred", deferred_until=1)
+    module = MACER(logits_net(2), 0.5, SGD, num_noise=2, lbd=5.0, lbd_schedule="deferred", lbd_from_epoch=2)
     data = TensorDataset(torch.rand(8, 1, 1, 2), torch.randint(0, 2, (8,)), torch.arange(8))
     recorder = EpochLambda()
     quiet_trainer(tmp_path, max_epochs=4, callbacks=[recorder]).fit(module, DataLoader(data, batch_size=4))
@@ -281,7 +281,7 @@ def test_macer_deferred_lambda_switches_on_in_training(tmp_path) -> None:
 
 
 def test_macer_loss_is_the_classification_loss_while_lambda_is_zero() -> None:
-    module = MACER(logits_net(2), 0.5, SGD, num_noise=2, lbd=5.0, lbd_schedule="deferred", deferred_until=3)
+    module = MACER(logits_net(2), 0.5, SGD, num_noise=2, lbd=5.0, lbd_schedule="deferred", lbd_from_epoch=4)
     fixed_noise(module, [[0.0, 0.0], [-LN3, 0.0]])
     out = module.training_loss(batch_of(images([[LN3, 0.0]]), [0]))
     assert out.loss.item() == pytest.approx(-math.log(0.625 + 1e-10), rel=1e-6)
@@ -305,8 +305,8 @@ def test_macer_loss_is_the_classification_loss_while_lambda_is_zero() -> None:
         (MACER, {"beta": -16.0}, r"method\.beta .* > 0, got -16\.0"),
         (MACER, {"lbd": float("inf")}, r"method\.lbd .* >= 0, got inf"),
         (MACER, {"lbd_schedule": "linear"}, r"lbd_schedule must be one of \['constant', 'deferred'\], got 'linear'"),
-        (MACER, {"deferred_until": -1}, r"method\.deferred_until .* got -1"),
-        (MACER, {"lbd_schedule": "deferred"}, r"scheduler has none: set method\.deferred_until=<epoch>"),
+        (MACER, {"lbd_from_epoch": -1}, r"method\.lbd_from_epoch .* got -1"),
+        (MACER, {"lbd_schedule": "deferred"}, r"scheduler has none: set method\.lbd_from_epoch=<epoch>"),
     ],
 )
 def test_bad_hyperparameters_fail_fast_naming_the_key(cls: type, kwargs: dict[str, Any], match: str) -> None:
@@ -340,40 +340,17 @@ def test_one_training_batch_runs_and_changes_the_weights(tmp_path, cls: type, kw
 
 # ------------------------------------------------------------------------------------------------ configs, presets
 
-PUBLISHED = {
-    # (method, dataset family) -> {sigma: {attribute: value}}
-    ("stability", "mnist"): {s: {"lbd": 2.0} for s in (0.25, 0.5, 1.0)},
-    ("stability", "cifar10"): {0.25: {"lbd": 2.0}, 0.5: {"lbd": 2.0}, 1.0: {"lbd": 1.0}},
-    ("consistency", "mnist"): {
-        s: {"lbd": lbd, "eta": 0.5, "num_noise": 2, "steps_per_batch": 2}
-        for s, lbd in ((0.25, 10.0), (0.5, 5.0), (1.0, 5.0))
-    },
-    ("consistency", "cifar10"): {
-        s: {"lbd": lbd, "eta": 0.5, "num_noise": 2, "steps_per_batch": 2}
-        for s, lbd in ((0.25, 20.0), (0.5, 10.0), (1.0, 10.0))
-    },
-    ("macer", "mnist"): {
-        s: {"lbd": lbd, "num_noise": 16, "gamma": 8.0, "beta": 16.0, "lbd_schedule": "deferred", "deferred_until": 10}
-        for s, lbd in ((0.25, 16.0), (0.5, 16.0), (1.0, 6.0))
-    },
-    ("macer", "cifar10"): {
-        s: {"lbd": lbd, "num_noise": 16, "gamma": 8.0, "beta": 16.0, "lbd_schedule": schedule, "deferred_until": 50}
-        for s, lbd, schedule in ((0.25, 12.0, "constant"), (0.5, 4.0, "constant"), (1.0, 12.0, "deferred"))
-    },
-}
+# The published values themselves are checked against the authors' own commands in tests/test_published_recipes.py.
 
 
 @pytest.mark.parametrize("method", ["stability", "consistency", "macer"])
 @pytest.mark.parametrize("dataset", ["mnist_embedded", "cifar10"])
-def test_method_config_gives_the_published_values(make_cfg, method: str, dataset: str) -> None:
-    family = "mnist" if dataset == "mnist_embedded" else "cifar10"
-    for sigma, expected in PUBLISHED[(method, family)].items():
-        cfg = make_cfg(f"method={method}", f"dataset={dataset}", f"sigma={sigma}")
-        net = Classifier("tiny", nn.Sequential(nn.Flatten(), nn.Linear(4, 10)), {"kind": "identity"})
-        module = instantiate(cfg.method, net=net, optimizer=instantiate(cfg.optimizer))
-        assert module.method_name == method
-        assert module.sigma == sigma
-        assert {key: getattr(module, key) for key in expected} == expected, (dataset, sigma)
+@pytest.mark.parametrize("sigma", [0.25, 0.5, 1.0])
+def test_method_config_builds_the_method(make_cfg, method: str, dataset: str, sigma: float) -> None:
+    cfg = make_cfg(f"method={method}", f"dataset={dataset}", f"sigma={sigma}")
+    net = Classifier("tiny", nn.Sequential(nn.Flatten(), nn.Linear(4, 10)), {"kind": "identity"})
+    module = instantiate(cfg.method, net=net, optimizer=instantiate(cfg.optimizer))
+    assert (module.method_name, module.sigma) == (method, sigma)
 
 
 def test_method_values_can_be_overridden(make_cfg) -> None:
@@ -385,8 +362,8 @@ def test_method_values_can_be_overridden(make_cfg) -> None:
 
 def test_deferred_macer_without_milestones_fails_naming_the_key(make_cfg) -> None:
     cfg = make_cfg("method=macer", "~scheduler.milestones")  # a schedule without milestones
-    assert (cfg.method.lbd_schedule, cfg.method.deferred_until) == ("deferred", None)
-    with pytest.raises(InstantiationException, match=r"method\.deferred_until=<epoch>"):
+    assert (cfg.method.lbd_schedule, cfg.method.lbd_from_epoch) == ("deferred", None)
+    with pytest.raises(InstantiationException, match=r"method\.lbd_from_epoch=<epoch>"):
         instantiate(cfg.method, net=logits_net(2), optimizer=instantiate(cfg.optimizer))
 
 
@@ -405,7 +382,7 @@ def test_macer_original_preset(make_cfg) -> None:
 def test_macer_jeong_preset(make_cfg) -> None:
     cfg = make_cfg("experiment=macer_jeong_cifar10", "method=macer", "sigma=1.0")
     assert (cfg.trainer.max_epochs, cfg.optimizer.lr, cfg.optimizer.weight_decay) == (150, 0.1, 1e-4)
-    assert list(cfg.scheduler.milestones) == [50, 100]
-    assert (cfg.dataset.batch_size, cfg.dataset.input_layer.kind) == (256, "normalize")
+    assert list(cfg.scheduler.milestones) == [51, 101]  # StepLR(50) stepped after each epoch
+    assert (cfg.dataset.batch_size, cfg.dataset.input_layer.kind) == (64, "normalize")  # train_macer.py's --batch
     assert cfg.arch.arch == "cifar_resnet110"
-    assert (cfg.method.lbd, cfg.method.lbd_schedule, cfg.method.deferred_until) == (12.0, "deferred", 50)
+    assert (cfg.method.lbd, cfg.method.lbd_schedule, cfg.method.lbd_from_epoch) == (12.0, "deferred", 51)

@@ -139,6 +139,10 @@ def memory_replay(rows: Sequence[CertificationRow], images: Tensor) -> tuple[lis
     (the largest ball around it inside the stored one); otherwise its radius shrinks to min_j (distance - R_j). The
     resulting certificate is stored. Abstentions pass through and are not stored. Conflicts never raise.
 
+    The promise: a certificate of radius R covers the *open* ball of radius R (Cohen et al.: every perturbation of
+    norm < R), so after the replay any two stored balls of different classes satisfy R_i + R_j <= distance: they may
+    touch (a shrunk radius is exactly distance - R_j, up to the rounding of the float64 distance), never overlap.
+
     Args:
         rows: the data-dependent certificates, in replay order.
         images: the images of ``rows`` in the same order, ``[N, C, H, W]`` in [0,1] pixel space.

@@ -179,13 +179,18 @@ class CATRS(SmoothingModule):
         return torch.distributions.Binomial(total_count=self.num_noise, probs=probs).sample().long()
 
     def targets(self, batch: Batch, clean_logits: Tensor) -> Tensor:
-        """y_hat ``[B, C]``: the teacher's row for each image, or the detached mean prediction (``self``)."""
+        """y_hat ``[B, C]``: the teacher's row for each image, or the detached mean prediction (``self``).
+
+        Always float32 or wider, whatever the logits' dtype: under bf16 autocast (``trainer=gpu``) the vote
+        histograms (multiples of 1/N, N = 10,000) would otherwise be rounded to 8 significant bits.
+        """
+        dtype = torch.promote_types(clean_logits.dtype, torch.float32)
         if self.soft_label == "self":
-            return smoothed_probs(clean_logits, self.num_noise).detach()
+            return smoothed_probs(clean_logits.to(dtype), self.num_noise).detach()
         if self.soft_labels is None:
             raise RuntimeError("CAT-RS teacher soft labels are not loaded: they are computed when fit starts")
         rows = self.soft_labels[batch.indices.long().cpu()]
-        return rows.to(device=clean_logits.device, dtype=clean_logits.dtype)
+        return rows.to(device=clean_logits.device, dtype=dtype)
 
     def training_loss(self, batch: Batch) -> StepOutput:
         """mean(L_low + lbd * 1[K = M] * L_high) over the chunk's images (see the class docstring)."""
@@ -200,7 +205,7 @@ class CATRS(SmoothingModule):
         p_hat = confidence.gather(1, batch.y.view(-1, 1)).squeeze(1)
         with frozen(self.net):
             adv_noise = noise_kl_pgd(self.net, batch.x, targets, noise, self.current_epsilon(), self.num_steps)
-        adv_log_probs = F.log_softmax(self(copies(batch.x, m) + adv_noise), dim=1)
+        adv_log_probs = F.log_softmax(self(copies(batch.x, m) + adv_noise).to(targets.dtype), dim=1)  # KL in fp32+
         accept = self.sample_accept(p_hat).clamp(min=1)
         full = (accept == m).to(clean_logits.dtype)
         loss_low = bottom_k_loss(F.cross_entropy(clean_logits, labels, reduction="none").view(-1, m), accept)
