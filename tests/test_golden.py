@@ -1,4 +1,5 @@
-"""Golden tests: one training step of every method against numbers produced by the authors' own code.
+"""Golden tests: one training step of SmoothAdv (PGD, DDN), SmoothMix, CAT-RS, Consistency, Stability and MACER,
+and the DDRS sigma search, against numbers produced by the authors' own code.
 
 ``tests/golden/<method>.json`` (see its README.md and SOURCE.md) holds, for a tiny float64 model and 3 images, the
 random draws the authors' code used and what it computed from them: adversarial images or noise, the loss, the
@@ -30,8 +31,10 @@ labels, masks) are compared exactly.
 No documented rsbench deviation changes any of these cases: SmoothMix's ``mix_step = T`` convention (here
 ``mix_step < T``), MACER's float64 hinge guards (same images selected: margins 15.2 and 0.027 against gamma = 8),
 DDN's extra final clamp (a no-op on the 8-bit grid) and the DDRS ``min_sigma`` floor (never reached) all leave the
-numbers unchanged. Where rsbench differs from a reference detail that these cases do not exercise, a separate test
-below shows it with numbers.
+numbers unchanged. One interface difference is tested as such: the reference's ``OptimzeSigma`` writes its result
+into the caller's ``sig_0``, rsbench's ``optimize_sigma`` returns it and leaves its argument alone. DDN's final
+renorm and quantisation of the best delta are a no-op in the golden case (both best deltas lie inside epsilon), so
+``tests/test_methods_adversarial.py`` pins them on a hand-checkable case.
 """
 
 from __future__ import annotations
