@@ -192,6 +192,11 @@ class CATRS(SmoothingModule):
         rows = self.soft_labels[batch.indices.long().cpu()]
         return rows.to(device=clean_logits.device, dtype=dtype)
 
+    def adversarial_noise(self, x: Tensor, targets: Tensor, noise: Tensor) -> Tensor:
+        """The worst-case noise ``[B * M, ...]`` of images ``x`` from ``noise``, in eval mode, parameters frozen."""
+        with frozen(self.net):
+            return noise_kl_pgd(self.net, x, targets, noise, self.current_epsilon(), self.num_steps)
+
     def training_loss(self, batch: Batch) -> StepOutput:
         """mean(L_low + lbd * 1[K = M] * L_high) over the chunk's images (see the class docstring)."""
         m = self.num_noise
@@ -203,8 +208,7 @@ class CATRS(SmoothingModule):
         vote_share = votes.view(-1, m, votes.shape[1]).mean(dim=1)
         confidence = targets if self.confidence_mask else vote_share
         p_hat = confidence.gather(1, batch.y.view(-1, 1)).squeeze(1)
-        with frozen(self.net):
-            adv_noise = noise_kl_pgd(self.net, batch.x, targets, noise, self.current_epsilon(), self.num_steps)
+        adv_noise = self.adversarial_noise(batch.x, targets, noise)
         adv_log_probs = F.log_softmax(self(copies(batch.x, m) + adv_noise).to(targets.dtype), dim=1)  # KL in fp32+
         accept = self.sample_accept(p_hat).clamp(min=1)
         full = (accept == m).to(clean_logits.dtype)

@@ -13,6 +13,10 @@ in a softmax), keeps sigma >= ``min_sigma``, and wraps rsbench's own base method
 beta-tempered hinge on xi rather than the DDRS repository's hinge on the radius, and DS-SmoothAdv has no double
 softmax.
 
+The sigmas (the search and the memory) are kept in the images' noise dtype, float64 for float64 images; they were
+always float32 until the golden test of the search in train mode (``tests/test_golden.py``) showed a float64 run
+drifting 7e-8 from the authors' numbers.
+
 Validation, test and fixed-sigma certification use the module's ``sigma``: a model trained this way is certified
 soundly with ``certify.sigma_mode=fixed`` (the default), and its per-input-sigma certificates are labelled unsound.
 """
@@ -28,7 +32,7 @@ from torch import Tensor
 
 from rsbench.certify.sigma_search import optimize_sigma
 from rsbench.methods.base import SmoothingModule
-from rsbench.noise import SigmaLike, check_sigma
+from rsbench.noise import SigmaLike, check_sigma, noise_dtype
 
 BASE_METHODS: dict[str, str] = {
     "gaussian": "rsbench.methods.gaussian.GaussianAugmentation",
@@ -83,7 +87,7 @@ class DataDependentSigma(SmoothingModule):
 
     def example_sigma(self, x: Tensor, y: Tensor, indices: Tensor) -> SigmaLike | None:
         """Algorithm 2: warm-start each example's sigma from the memory, run K search steps, store it back."""
-        self._grow_memory(int(indices.max()) + 1, x.device)
+        self._grow_memory(int(indices.max()) + 1, x)
         start = self.sigma_memory[indices]
         iterations = self.iterations_at(self.current_epoch)
         if iterations == 0:
@@ -101,12 +105,16 @@ class DataDependentSigma(SmoothingModule):
         self.log("train/sigma_mean", sigma.mean(), on_step=False, on_epoch=True)
         return sigma
 
-    def _grow_memory(self, size: int, device: torch.device) -> None:
-        """Extend the memory (new entries at sigma_0) so that it covers example index ``size - 1``."""
+    def _grow_memory(self, size: int, like: Tensor) -> None:
+        """Extend the memory (new entries at sigma_0) so that it covers example index ``size - 1``.
+
+        The memory lives on the device of the images ``like`` and in their noise dtype (float64 for float64 images,
+        so that a float64 run keeps its searched sigmas exactly, as the golden DDRS test checks).
+        """
         if self.sigma_memory.numel() >= size:
             return
-        grown = torch.full((size,), self.sigma_init, device=device)
-        grown[: self.sigma_memory.numel()] = self.sigma_memory.to(device)
+        grown = torch.full((size,), self.sigma_init, device=like.device, dtype=noise_dtype(like.dtype))
+        grown[: self.sigma_memory.numel()] = self.sigma_memory.to(like.device)
         self.sigma_memory = grown
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
