@@ -69,10 +69,11 @@ def main(argv: list[str] | None = None) -> None:
         results = find_results(
             args.paths, label=args.label, sigma=args.sigma, dataset=args.dataset, n=args.n, alpha=args.alpha
         )
-        rows, keys = group_rows(results)
+        rows, keys, common = group_rows(results)
         sections, notes = build_sections(
             rows,
             keys,
+            common,
             options,
             baseline=args.baseline,
             published=not args.no_published,

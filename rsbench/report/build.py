@@ -7,7 +7,7 @@ rsbench's, and notes on anything a reader must know (unsound rows, rounded radii
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
@@ -21,6 +21,7 @@ from rsbench.report.tables import Options, display_frame, radius_column, results
 def build_sections(
     rows: Sequence[Row],
     keys: Sequence[str],
+    common: Mapping[str, str],
     options: Options,
     baseline: str | None = None,
     published: bool = True,
@@ -28,7 +29,7 @@ def build_sections(
 ) -> tuple[list[Section], list[str]]:
     """The report's sections and notes for ``rows`` (see :mod:`rsbench.report`)."""
     numbers = results_frame(rows, keys, options)
-    table, caption = display_frame(numbers, keys, options)
+    table, caption = display_frame(numbers, keys, options, common)
     sections = [Section("results", "Results", table, caption, numbers)]
     notes: list[str] = []
     if baseline is not None:
@@ -113,7 +114,7 @@ def envelope_frame(rows: Sequence[Row], numbers: pd.DataFrame, keys: Sequence[st
                 line[f"r={radius:g}"] = "-"
                 continue
             best = values.idxmax()
-            line[f"r={radius:g}"] = f"{100 * values[best]:.1f} (σ={group.at[best, 'sigma']:g})"
+            line[f"r={radius:g}"] = f"{100 * values[best]:.1f} (σ={sigma_text(group.at[best, 'sigma'])})"
         lines.append(line)
     if not lines:
         return None

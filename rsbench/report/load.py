@@ -38,6 +38,8 @@ COHEN_COLUMNS = ("idx", "label", "predict", "radius", "correct")
 FIXED_STEM = "certify_fixed_sigma"  # the sound certificates beside data-dependent ones (CertifyCallback)
 DATASETS = ("cifar100", "cifar10", "fashion_mnist", "fmnist", "mnist", "svhn", "imagenet")
 FAMILIES = {"mnist_embedded": "mnist", "fmnist": "fashion_mnist"}
+# The folder names of the authors' released logs (alinlab/smoothing-catrs data/, the Jeong lineage) -> rsbench methods.
+LOG_FOLDERS = {"cohen": "gaussian", "stab": "stability", "salman": "smoothadv", "cat-rs": "catrs"}
 
 
 class ReportError(RsbenchError):
@@ -112,13 +114,13 @@ class Result:
     def setting(self, key: str) -> str:
         """The value of config key ``key`` in this run, as text.
 
-        Its override, else the method's recorded hyperparameter (``method.<name>``), else the run's config; ``?``
-        when unknown.
+        Its override, else the method's recorded hyperparameter (``method.<name>``; ``-`` when the method has no
+        such hyperparameter), else the run's config; ``?`` when unknown.
         """
         if key in self.overrides:
             return self.overrides[key]
-        if key.startswith("method.") and key[len("method.") :] in self.hparams:
-            return canonical(self.hparams[key[len("method.") :]])
+        if key.startswith("method.") and self.hparams:  # recorded: the method has this hyperparameter, or "-"
+            return canonical(self.hparams[key[len("method.") :]]) if key[len("method.") :] in self.hparams else "-"
         if self.config is not None:
             try:
                 value = OmegaConf.select(self.config, key, default=None)
@@ -270,7 +272,8 @@ def read_cohen_tsv(
 
     Args:
         path: the TSV file.
-        label: the row's name in tables (default: the name of the folder holding the file).
+        label: the row's method name (default: the folder holding the file, with the authors' folder names
+            ``cohen``, ``stab``, ``salman``, ``cat-rs`` read as gaussian, stability, smoothadv, catrs).
         sigma: the noise level (default: from the path, e.g. ``noise_0.25``).
         dataset: the dataset (default: a dataset name found in the path, else ``?``).
         n: estimation samples per image, if known (for the radius cap and protocol checks).
@@ -303,7 +306,7 @@ def read_cohen_tsv(
     rounded = bool(np.all([float(f"{r:.3g}") == r for r in radius]))
     return Result(
         source=path,
-        method=label or path.parent.name,
+        method=label or LOG_FOLDERS.get(path.parent.name, path.parent.name),
         dataset=dataset,
         family=FAMILIES.get(dataset, dataset),
         arch="?",

@@ -87,9 +87,10 @@ def compare_published(
         return None
     frame = pd.DataFrame(lines)
     shown = frame[[c for c in frame.columns if not c.startswith("_")]].fillna("-")
+    shown = shown.assign(differs=frame["_differs"])  # last: it is long
     caption = (
-        "rsbench's rows beside the published numbers. z: the difference in standard errors, "
-        "(rsbench - published) / sqrt(SE_rsbench^2 + SE_published^2); the published SE of ACR is estimated from "
+        "rsbench's rows beside the published numbers. z: the difference in standard errors, rsbench minus "
+        "published divided by the root sum of squares of their SEs; the published SE of ACR is estimated from "
         "rsbench's per-image spread at the published image count. Δ r: certified accuracy difference in percentage "
         "points (z). 'differs' lists every protocol difference: a gap may come from it rather than from the method."
     )
@@ -137,7 +138,7 @@ def _compare(row: Row, ours: pd.Series, line: pd.Series, options: Options) -> di
         z = z_distance(p_ours - p_published, se_a, se_b)
         result[f"Δ r={radius:g} (z)"] = f"{100 * (p_ours - p_published):+.1f} ({z:+.1f})"
         result[f"_z_{column}"] = z
-    result["differs"] = "; ".join(protocol_differences(row, line)) or "-"
+    result["_differs"] = "; ".join(protocol_differences(row, line)) or "-"
     return result
 
 
@@ -180,7 +181,8 @@ def protocol_differences(row: Row, line: pd.Series) -> list[str]:
 
 
 def _acr_text(line: pd.Series) -> str:
-    text = f"{float(line['acr']):.3f}"
+    text = f"{float(line['acr']):.4f}"
+    text = text[:-1] if text.endswith("0") else text  # 3 decimals, or the 4 a source gave
     sd, seeds = _number(line.get("acr_sd")), _number(line.get("seeds"))
     if not math.isnan(sd):
         text += f" ± {sd:.4f}"

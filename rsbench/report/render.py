@@ -51,7 +51,7 @@ def latex(sections: Sequence[Section]) -> str:
             position_float="centering",
             environment="table",
         )
-        parts.append(body.replace("±", r"$\pm$"))
+        parts.append(_unicode_to_latex(body))
     return "\n".join(parts)
 
 
@@ -71,4 +71,10 @@ def write_report(out: Path, sections: Sequence[Section], notes: Sequence[str]) -
 def _latex_escape(text: str) -> str:
     for char, escaped in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"), ("#", r"\#")):
         text = text.replace(char, escaped)
-    return text.replace("±", r"$\pm$")
+    return text
+
+
+def _unicode_to_latex(text: str) -> str:
+    for char, command in (("±", r"$\pm$"), ("σ", r"$\sigma$"), ("Δ", r"$\Delta$")):
+        text = text.replace(char, command)
+    return text

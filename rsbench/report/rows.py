@@ -28,7 +28,7 @@ class Row:
     """One setting: its results, one per seed, certified on the same images under the same protocol."""
 
     results: tuple[Result, ...]
-    settings: tuple[tuple[str, str], ...]  # (override key, value) for every key some run in the report overrode
+    settings: tuple[tuple[str, str], ...]  # (key, value) for every override key whose value differs between rows
 
     @property
     def first(self) -> Result:
@@ -53,7 +53,7 @@ class Row:
     @property
     def name(self) -> str:
         """The method, sigma and the settings that set this row apart, for messages and legends."""
-        parts = [self.label, f"sigma={self.first.sigma:g}"] + [f"{k}={v}" for k, v in self.settings]
+        parts = [self.label, f"sigma={self.first.sigma:g}"] + [f"{k}={v}" for k, v in self.settings if v != "-"]
         return " ".join(parts)
 
     @cached_property
@@ -85,8 +85,11 @@ class Row:
         return float(np.std(values, ddof=1)) if len(values) > 1 else math.nan
 
 
-def group_rows(results: Sequence[Result]) -> tuple[list[Row], list[str]]:
-    """The rows of the table and the override keys some run set (``method``, ``sigma``, ``seed`` excepted).
+def group_rows(results: Sequence[Result]) -> tuple[list[Row], list[str], dict[str, str]]:
+    """The rows of the table, the override keys whose values differ between rows, and those common to all rows.
+
+    Every key some run overrode (``method``, ``dataset``, ``sigma``, ``seed`` excepted) takes part in telling
+    settings apart; the ones with one value for all rows are returned apart, for a table's caption.
 
     Raises:
         ReportError: two runs of one setting were certified differently, or share a seed (the message names them).
@@ -104,12 +107,20 @@ def group_rows(results: Sequence[Result]) -> tuple[list[Row], list[str]]:
             tuple(sorted((k, canonical(v)) for k, v in result.hparams.items())),
         )
         groups.setdefault(identity, []).append(result)
-    rows = []
-    for identity, members in groups.items():
+    for members in groups.values():
         _check_alike(members)
-        rows.append(Row(tuple(sorted(members, key=lambda r: (r.seed is None, r.seed or 0))), identity[4]))
+    values = {key: {dict(identity[4])[key] for identity in groups} for key in keys}
+    varying = [key for key in keys if len(values[key]) > 1]
+    common = {key: next(iter(values[key])) for key in keys if len(values[key]) == 1}
+    rows = [
+        Row(
+            tuple(sorted(members, key=lambda r: (r.seed is None, r.seed or 0))),
+            tuple((k, v) for k, v in identity[4] if k in varying),
+        )
+        for identity, members in groups.items()
+    ]
     rows.sort(key=lambda row: (row.first.dataset, row.first.sigma, row.label, row.settings))
-    return rows, keys
+    return rows, varying, common
 
 
 def _check_alike(members: list[Result]) -> None:

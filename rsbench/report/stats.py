@@ -17,8 +17,10 @@ cases they leave undefined (no variance at all):
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -56,7 +58,8 @@ def mean_interval(scores: ArrayLike, confidence: float = 0.95, method: MeanInter
     mean = float(np.mean(values))
     if len(values) < 2 or np.all(values == values[0]):
         return Estimate(mean, mean, mean, 0.0 if len(values) >= 2 else math.nan)
-    se = float(stats.sem(values))
+    with _nearly_constant_is_fine():
+        se = float(stats.sem(values))
     if method == "t":
         low, high = stats.t.interval(confidence, df=len(values) - 1, loc=mean, scale=se)
     elif method == "bootstrap":
@@ -110,8 +113,7 @@ def paired_difference(a: ArrayLike, b: ArrayLike, confidence: float = 0.95) -> P
     if np.all(d == d[0]):
         p = 1.0 if mean == 0 else 0.0
         return PairedDifference(mean, mean, mean, p, p)
-    with warnings.catch_warnings():  # nearly constant differences: scipy warns, the result is still right
-        warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
+    with _nearly_constant_is_fine():
         test = stats.ttest_rel(x, y)
         interval = test.confidence_interval(confidence)
     nonzero = d[d != 0]
@@ -152,7 +154,19 @@ def seed_test(a: ArrayLike, b: ArrayLike) -> float:
         return math.nan
     if np.ptp(x) == 0 and np.ptp(y) == 0:
         return 1.0 if x[0] == y[0] else 0.0
-    return float(stats.ttest_ind(x, y, equal_var=False).pvalue)
+    with _nearly_constant_is_fine():
+        return float(stats.ttest_ind(x, y, equal_var=False).pvalue)
+
+
+@contextlib.contextmanager
+def _nearly_constant_is_fine() -> Iterator[None]:
+    """Silence scipy's precision warning for nearly constant samples (two seeds with equal ACR, say).
+
+    The statistic scipy then returns is still right to the precision the report prints.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
+        yield
 
 
 def z_distance(difference: float, *standard_errors: float) -> float:

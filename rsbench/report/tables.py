@@ -15,7 +15,7 @@ move into the caption.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,8 +94,17 @@ def results_frame(rows: Sequence[Row], keys: Sequence[str], options: Options) ->
     return pd.DataFrame(lines)
 
 
-def display_frame(frame: pd.DataFrame, keys: Sequence[str], options: Options) -> tuple[pd.DataFrame, str]:
-    """The paper table (formatted cells) and its caption (the constant columns and what the numbers mean)."""
+def display_frame(
+    frame: pd.DataFrame, keys: Sequence[str], options: Options, common: Mapping[str, str] | None = None
+) -> tuple[pd.DataFrame, str]:
+    """The paper table (formatted cells) and its caption (the constant columns and what the numbers mean).
+
+    Args:
+        frame: the numbers (``results_frame``).
+        keys: the override keys that differ between rows (a column each).
+        options: radii and interval settings.
+        common: override keys with one value for every row, named in the caption.
+    """
     shown: dict[str, list[str]] = {"method": list(frame["label"]), "sigma": [sigma_text(s) for s in frame["sigma"]]}
     constant: list[str] = []
     optional = {
@@ -113,6 +122,7 @@ def display_frame(frame: pd.DataFrame, keys: Sequence[str], options: Options) ->
             shown[name] = values
         elif values and values[0] not in ("?", "nan", "None"):
             constant.append(f"{name}={values[0]}")
+    constant += [f"{key}={value}" for key, value in (common or {}).items()]
     several_seeds = bool((frame["seeds"] > 1).any())
     if several_seeds or len(set(frame["seeds"])) > 1:
         shown["seeds"] = [str(k) for k in frame["seeds"]]
