@@ -39,4 +39,9 @@ for method in $METHODS; do
   python -m rsbench -m experiment="$EXPERIMENT" "${args[@]}" sigma="$SIGMAS" seed="$SEEDS" \
     hydra.sweep.dir="$SWEEP/$method" "$@"
 done
-python -m rsbench.report "$SWEEP" --baseline gaussian --radii 0 0.5 1 1.5 2 2.5 --out "$SWEEP/report"
+report_args=()
+for arg in "$@"; do
+  if [[ $arg == logger=*wandb* ]]; then report_args=(--wandb); fi  # the table as a W&B table too
+done
+python -m rsbench.report "$SWEEP" --baseline gaussian --radii 0 0.5 1 1.5 2 2.5 --out "$SWEEP/report" \
+  ${report_args[@]+"${report_args[@]}"}

@@ -44,6 +44,7 @@ def make_run(
     n: int = N,
     stem: str = "certify",
     extra: dict[str, Any] | None = None,
+    choices: dict[str, Any] | None = None,
 ) -> Path:
     """A run folder as rsbench writes it; a radius of 0 is a wrong prediction, a positive one a correct one."""
     indices = list(indices if indices is not None else range(len(radii)))
@@ -76,6 +77,8 @@ def make_run(
     (folder / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([f"method={method}", f"seed={seed}", *overrides]))
     config = {"seed": seed, "trainer": {"max_epochs": 20}, "dataset": {"family": "mnist"}}
     (folder / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
+    runtime = {"choices": {"method": method, "experiment": None, **(choices or {})}}
+    (folder / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"runtime": runtime}}))
     return folder
 
 
@@ -101,7 +104,7 @@ def test_runs_that_differ_only_in_seed_are_one_row_with_mean_sd_and_count(tmp_pa
             tmp_path / "sweep" / f"{seed}_lbd5", radii, method="consistency", seed=seed, overrides=["method.lbd=5"]
         )
     make_run(tmp_path / "sweep" / "lbd10", radii_of(rng), method="consistency", overrides=["method.lbd=10"])
-    frame = run_report(tmp_path, str(tmp_path / "sweep"))
+    frame = run_report(tmp_path, str(tmp_path / "sweep"), str(tmp_path / "sweep" / "lbd10"))  # lbd10 read once
     assert list(frame["method.lbd"]) == [10, 5]  # the overridden key is a column
     lbd5 = frame[frame["method.lbd"] == 5].iloc[0]
     assert lbd5["seeds"] == 3
@@ -112,6 +115,15 @@ def test_runs_that_differ_only_in_seed_are_one_row_with_mean_sd_and_count(tmp_pa
     header = [cell.strip() for cell in markdown.splitlines()[2].split("|")[1:-1]]
     assert header[:4] == ["method", "sigma", "method.lbd", "seeds"]
     assert f"{np.mean(acrs):.3f} ± {np.std(acrs, ddof=1):.3f} [" in markdown
+
+
+def test_a_config_group_a_run_did_not_override_reads_as_the_option_it_used(tmp_path: Path) -> None:
+    make_run(
+        tmp_path / "study", [0.3, 0.5], overrides=["experiment=mnist_study"], choices={"experiment": "mnist_study"}
+    )
+    make_run(tmp_path / "default", [0.3, 0.5], seed=1)
+    frame = run_report(tmp_path, str(tmp_path), "--no-published")
+    assert sorted(frame["experiment"]) == ["mnist_study", "none"]  # two settings, not two seeds of one
 
 
 def test_a_row_shows_intervals_over_images_and_every_format_is_written(tmp_path: Path) -> None:
@@ -157,6 +169,20 @@ def test_rows_on_different_images_are_never_paired(tmp_path: Path) -> None:
     paired = pd.read_csv(tmp_path / "report" / "paired.csv")
     assert paired.loc[0, "note"].startswith("not paired: different images")
     assert "d_acr" not in paired or math.isnan(paired.loc[0, "d_acr"])
+
+
+def test_the_envelope_takes_the_best_sigma_at_each_radius(tmp_path: Path) -> None:
+    make_run(tmp_path / "low", [0.3] * 9 + [0.0], sigma=0.25, overrides=["sigma=0.25"])  # 90% certified up to 0.3
+    make_run(tmp_path / "high", [1.2] * 6 + [0.0] * 4, sigma=1.0, overrides=["sigma=1.0"])  # 60% up to 1.2
+    run_report(tmp_path, str(tmp_path), "--radii", "0", "0.25", "0.5", "1")
+    envelope = pd.read_csv(tmp_path / "report" / "envelope.csv").iloc[0]
+    assert envelope["sigmas"] == "0.25, 1.00"
+    assert [envelope[f"r={r}"] for r in ("0", "0.25", "0.5", "1")] == [
+        "90.0 (σ=0.25)",
+        "90.0 (σ=0.25)",
+        "60.0 (σ=1.00)",
+        "60.0 (σ=1.00)",
+    ]
 
 
 def test_bad_input_is_named_without_a_traceback(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -321,6 +347,33 @@ def test_paper_tables_agree_with_the_released_logs_they_were_computed_from() -> 
                 assert log[f"acc@{r:g}"] == pytest.approx(table.loc[key, f"acc@{r:g}"], abs=0.06), (key, r)
         compared += 1
     assert compared == 19
+
+
+def test_tables_that_share_rows_agree() -> None:
+    """Second readings from other sources: CAT-RS Table 1 reprints SmoothMix's rows for the baselines it shares
+    (equal to the digit), and SmoothMix Table 2's single runs lie near Table 5's 5-seed means (a digit slip would be
+    off by 0.01 or more; the largest honest gap is 0.0051, 3 seed sds)."""
+    published = load_published().fillna({"variant": ""})
+    index = ["method", "variant", "sigma"]
+    catrs = published[published["source"] == "catrs2023_table1"].set_index(index)
+    columns = ["acr"] + [f"acc@{r:g}" for r in (0, 0.25, 0.5, 0.75, 1)]
+    shared = [
+        ("smoothmix2021_table1", ("gaussian", "", 0.25)),
+        ("smoothmix2021_table1", ("smoothadv", "", 0.5)),
+        ("smoothmix2021_table1", ("macer", "", 0.5)),
+        ("smoothmix2021_table1", ("consistency", "", 0.5)),
+        ("smoothmix2021_table1", ("smoothmix", "one_step=false", 0.25)),
+        ("smoothmix2021_table1", ("smoothmix", "one_step=true", 0.5)),
+        ("smoothmix2021_table3", ("consistency", "", 1.0)),
+        ("smoothmix2021_table3", ("smoothmix", "one_step=true", 1.0)),
+    ]
+    for source, key in shared:
+        smoothmix = published[published["source"] == source].set_index(index)
+        assert smoothmix.loc[key, columns].tolist() == catrs.loc[key, columns].tolist(), (source, key)
+    single = published[published["source"] == "smoothmix2021_table2"].set_index(index)["acr"]
+    means = published[published["source"] == "smoothmix2021_table5"].set_index(index)["acr"]
+    assert len(means) == 27
+    assert (single - means).abs().max() <= 0.006
 
 
 def test_rsbench_table_is_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -28,7 +28,7 @@ def build_sections(
     published_source: str | None = None,
 ) -> tuple[list[Section], list[str]]:
     """The report's sections and notes for ``rows`` (see :mod:`rsbench.report`)."""
-    numbers = results_frame(rows, keys, options)
+    numbers = results_frame(rows, options)
     table, caption = display_frame(numbers, keys, options, common)
     sections = [Section("results", "Results", table, caption, numbers)]
     notes: list[str] = []

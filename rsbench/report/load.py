@@ -59,7 +59,8 @@ class Result:
         protocol: what the certificates depend on besides the model: n0, n, alpha, mode, the image subset.
         seed: the training seed (``seed`` in the Hydra config), None when unknown.
         overrides: the run's descriptive Hydra overrides, ``key -> value`` (paths and loggers left out).
-        config: the run's ``.hydra/config.yaml`` (empty when absent), to look up keys a run did not override.
+        choices: the option chosen in each config group (``.hydra/hydra.yaml``: ``certify -> quick``, ...).
+        config: the run's ``.hydra/config.yaml`` (None when absent), to look up keys a run did not override.
         hparams: the method's hyperparameters as recorded in ``metrics.json``.
         records: one row per image, sorted by ``idx``: label, predict, radius, correct, pA_lower.
         rounded_radii: radii were written with 3 significant digits (Cohen's format), so a radius counted at a grid
@@ -78,6 +79,7 @@ class Result:
     sound: bool = True
     seed: int | None = None
     overrides: Mapping[str, str] = field(default_factory=dict)
+    choices: Mapping[str, str] = field(default_factory=dict)
     config: Any = None
     hparams: Mapping[str, Any] = field(default_factory=dict)
     epochs: int | None = None
@@ -114,11 +116,14 @@ class Result:
     def setting(self, key: str) -> str:
         """The value of config key ``key`` in this run, as text.
 
-        Its override, else the method's recorded hyperparameter (``method.<name>``; ``-`` when the method has no
-        such hyperparameter), else the run's config; ``?`` when unknown.
+        Its override, else the option chosen for a config group (``certify``, ``experiment``), else the method's
+        recorded hyperparameter (``method.<name>``; ``-`` when the method has no such hyperparameter), else the
+        run's config; ``?`` when unknown.
         """
         if key in self.overrides:
             return self.overrides[key]
+        if key in self.choices:
+            return canonical(self.choices[key])
         if key.startswith("method.") and self.hparams:  # recorded: the method has this hyperparameter, or "-"
             return canonical(self.hparams[key[len("method.") :]]) if key[len("method.") :] in self.hparams else "-"
         if self.config is not None:
@@ -145,7 +150,7 @@ def canonical(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:
-        return "null"
+        return "none"  # not "null", which CSV readers take for a missing value
     if isinstance(value, int | float):
         return f"{float(value):g}"
     return str(value) if not isinstance(value, list | dict) else json.dumps(value)
@@ -168,9 +173,12 @@ def find_results(
         ReportError: a path holds no result, or a result cannot be read (the message names it).
     """
     results: list[Result] = []
+    seen: set[Path] = set()  # a run reached twice (its folder and its sweep's) is read once
     for path in map(Path, paths):
         if path.is_file() and path.name != "metrics.json":
-            results.append(read_cohen_tsv(path, label=label, sigma=sigma, dataset=dataset, n=n, alpha=alpha))
+            if path.resolve() not in seen:
+                seen.add(path.resolve())
+                results.append(read_cohen_tsv(path, label=label, sigma=sigma, dataset=dataset, n=n, alpha=alpha))
             continue
         if path.is_file() and path.name == "metrics.json":
             path = path.parent
@@ -185,7 +193,9 @@ def find_results(
                 "Pass run or sweep folders, or certify TSV files."
             )
         for run in found:
-            results.extend(read_run(run))
+            if run.resolve() not in seen:
+                seen.add(run.resolve())
+                results.extend(read_run(run))
     return results
 
 
@@ -252,6 +262,7 @@ def _run_result(
         sound=bool(summary.get("sound", True)),
         seed=int(seed) if seed is not None else None,
         overrides=hydra.get("overrides", {}),
+        choices=hydra.get("choices", {}),
         config=config,
         hparams=metrics.get("hparams", {}),
         epochs=int(epochs) if epochs is not None else None,
@@ -337,9 +348,13 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def _read_hydra(run: Path) -> dict[str, Any]:
-    """The run's descriptive overrides (``key -> value``) and config from ``.hydra/``, when Hydra wrote them."""
-    hydra: dict[str, Any] = {"overrides": {}, "config": None}
+    """The run's descriptive overrides (``key -> value``), group choices and config from ``.hydra/``, if there."""
+    hydra: dict[str, Any] = {"overrides": {}, "choices": {}, "config": None}
     overrides_file, config_file = run / ".hydra" / "overrides.yaml", run / ".hydra" / "config.yaml"
+    hydra_file = run / ".hydra" / "hydra.yaml"
+    if hydra_file.exists():
+        runtime = (yaml.safe_load(hydra_file.read_text()) or {}).get("hydra", {}).get("runtime", {})
+        hydra["choices"] = dict(runtime.get("choices") or {})
     if overrides_file.exists():
         for override in yaml.safe_load(overrides_file.read_text()) or []:
             key, _, value = str(override).partition("=")

@@ -19,7 +19,7 @@ import numpy as np
 from rsbench.report.load import ReportError, Result, canonical
 from rsbench.report.stats import Estimate, MeanInterval, mean_interval, proportion_interval
 
-DEDICATED = {"method", "dataset", "sigma", "seed"}  # keys with their own column, or the one a row averages over
+DEDICATED = {"method", "dataset", "arch", "sigma", "seed"}  # keys with their own column, or the one rows average
 PROTOCOL_KEYS = ("n0", "n", "alpha", "mode", "precision", "test_size", "subset")
 
 
@@ -88,7 +88,7 @@ class Row:
 def group_rows(results: Sequence[Result]) -> tuple[list[Row], list[str], dict[str, str]]:
     """The rows of the table, the override keys whose values differ between rows, and those common to all rows.
 
-    Every key some run overrode (``method``, ``dataset``, ``sigma``, ``seed`` excepted) takes part in telling
+    Every key some run overrode (``method``, ``dataset``, ``arch``, ``sigma``, ``seed`` excepted) takes part in telling
     settings apart; the ones with one value for all rows are returned apart, for a table's caption.
 
     Raises:

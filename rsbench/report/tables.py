@@ -43,7 +43,7 @@ def radius_column(radius: float) -> str:
     return f"acc@{radius:g}"
 
 
-def results_frame(rows: Sequence[Row], keys: Sequence[str], options: Options) -> pd.DataFrame:
+def results_frame(rows: Sequence[Row], options: Options) -> pd.DataFrame:
     """Every number of the table, one line per row (accuracies as fractions; nan beyond a row's radius cap)."""
     lines = []
     for row in rows:
