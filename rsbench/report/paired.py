@@ -24,16 +24,19 @@ from rsbench.report.tables import radius_column
 def baseline_rows(rows: Sequence[Row], baseline: str) -> dict[int, Row | str]:
     """For each row (by position) but the baseline's, its baseline row, or why it has none.
 
+    ``baseline`` is a method among the rows (its row of the same dataset, sigma and settings) or, if no method has
+    that name, a run folder or TSV among the report's inputs (the one baseline of every row).
+
     Raises:
         ReportError: ``baseline`` is neither a method among the rows nor a run folder or TSV among them.
     """
+    methods = sorted({row.label for row in rows})
     path = Path(baseline)
-    if path.exists():
+    if baseline not in methods and path.exists():
         holding = [row for row in rows if any(_same_path(r.source, path) for r in row.results)]
         if not holding:
             raise ReportError(f"--baseline {baseline} is not one of the runs given to the report; pass it too")
         return {i: holding[0] for i, row in enumerate(rows) if row is not holding[0]}
-    methods = sorted({row.label for row in rows})
     if baseline not in methods:
         raise ReportError(
             f"--baseline {baseline!r} is neither a method among the rows ({', '.join(methods)}) nor a run folder"

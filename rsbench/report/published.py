@@ -168,8 +168,8 @@ def protocol_differences(row: Row, line: pd.Series) -> list[str]:
     if not math.isnan(epochs) and first.epochs != int(epochs):
         notes.append(f"epochs: {_text(first.epochs)} vs {int(epochs)}")
     recipe = _pairs(line.get("hparams"))
-    if recipe and not first.hparams:
-        notes.append("hyperparameters: not recorded in metrics.json")
+    if (recipe or _pairs(line.get("variant"))) and not first.hparams:
+        notes.append("hyperparameters: not recorded in metrics.json, so the variant and recipe are unchecked")
     for key, value in recipe.items():
         if first.hparams and canonical(first.hparams.get(key, "?")) != canonical(value):
             notes.append(f"{key}: {canonical(first.hparams.get(key, '?'))} vs {canonical(value)}")
