@@ -226,7 +226,7 @@ class CertifyCallback(pl.Callback):
             write_record(output_dir / f"{STEM}.tsv", replayed)
             rows[STEM] = replayed
             log.info("memory replay: %d certificates shrunk, %d switched class", report.shrunk, report.switched)
-        extra = {"subset": self._subset(indices, len(dataset)), **meta}
+        extra = {"subset": self._subset(indices, len(dataset)), **meta, "hparams": pl_module.method_hparams()}
         self.summary = self._summarize(rows[STEM], sigma, extra)
         curves = [Curve(f"{self.sigma_mode} sigma", [r.radius for r in rows[STEM]], [r.correct for r in rows[STEM]])]
         if self.sigma_mode != "fixed":
