@@ -192,7 +192,8 @@ def test_smoothadv_consistency_loss_on_a_hand_checkable_case() -> None:
     assert out.loss.item() == pytest.approx(consistency_loss_np(x_adv + noise, 0, lbd, eta), rel=1e-5)
     assert out.terms["epsilon"].item() == epsilon
     assert modes == [False, False, True]  # two attack steps in eval mode, then the training forward
-    assert module.training and all(p.requires_grad for p in module.parameters())
+    assert module.training  # the attack restored the mode and the parameters' requires_grad
+    assert all(p.requires_grad for p in module.parameters())
 
 
 def test_smoothadv_consistency_warms_up_epsilon() -> None:

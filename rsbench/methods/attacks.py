@@ -142,14 +142,13 @@ def pgd_l2_smoothed(model: Model, x: Tensor, labels: Tensor, noise: Tensor, epsi
 def pgd_l2_smoothed_jeong(
     model: Model, x: Tensor, labels: Tensor, noise: Tensor, epsilon: float, num_steps: int
 ) -> Tensor:
-    """The SmoothAdv attack of Consistency training (Jeong and Shin 2020, ``SmoothAdv_PGD`` in
-    ``train_consistency.py --adv-training``).
+    """The SmoothAdv attack of Consistency training (Jeong and Shin 2020, ``train_consistency.py::SmoothAdv_PGD``).
 
-    The objective of :func:`pgd_l2_smoothed` (J = -log F_hat_y with the m noise samples fixed) with Jeong's
-    iteration: x' starts at x; each of the ``num_steps`` steps moves x' by ``2 * epsilon / num_steps`` along
-    g / (||g|| + 1e-8), where g is the gradient of the **batch mean** of J (so the guard acts on a gradient 1/B the
-    size of each image's own); then x' - x is renormed to ``epsilon`` and only then x' is clamped to [0, 1] (the
-    reverse of Salman's order). A zero gradient gives a zero step (no random direction).
+    Used by ``--adv-training``. The objective of :func:`pgd_l2_smoothed` (J = -log F_hat_y with the m noise samples
+    fixed) with Jeong's iteration: x' starts at x; each of the ``num_steps`` steps moves x' by
+    ``2 * epsilon / num_steps`` along g / (||g|| + 1e-8), where g is the gradient of the **batch mean** of J (so the
+    guard acts on a gradient 1/B the size of each image's own); then x' - x is renormed to ``epsilon`` and only then
+    x' is clamped to [0, 1] (the reverse of Salman's order). A zero gradient gives a zero step (no random direction).
 
     Args:
         model: the base classifier.
