@@ -8,6 +8,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 from hydra.utils import instantiate
+from omegaconf.errors import InterpolationToMissingValueError
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -209,5 +210,5 @@ def test_smoothadv_finetune_preset(make_cfg) -> None:
     )
     assert cfg.arch.arch == "cifar_resnet18"
     missing = make_cfg("experiment=ddrs_smoothadv_finetune_cifar10", "sigma=0.25")
-    with pytest.raises(Exception, match="Missing mandatory value: init_ckpt"):
+    with pytest.raises(InterpolationToMissingValueError, match="Missing mandatory value: init_ckpt"):
         missing.method.init_ckpt  # noqa: B018
