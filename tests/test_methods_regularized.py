@@ -18,6 +18,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from rsbench.archs import Classifier
+from rsbench.methods.attacks import pgd_l2_smoothed, pgd_l2_smoothed_jeong
 from rsbench.methods.base import Batch, SmoothingModule
 from rsbench.methods.consistency import ConsistencyRegularization
 from rsbench.methods.macer import MACER
@@ -112,6 +113,69 @@ def test_consistency_steps_once_per_chunk_by_default() -> None:
     module = ConsistencyRegularization(logits_net(2), 0.5, SGD, num_noise=4)
     assert module.steps_per_batch == 4
     assert ConsistencyRegularization(logits_net(2), 0.5, SGD, num_noise=4, steps_per_batch=1).steps_per_batch == 1
+
+
+def consistency_loss_np(z: np.ndarray, y: int, lbd: float, eta: float) -> float:
+    """The Consistency objective on the logits ``z`` ``[m, C]`` of one image's m noisy copies (paper Eq. 7)."""
+    p = softmax(z)
+    p_bar = p.mean(axis=0)
+    kl = (p_bar * (np.log(p_bar) - np.log(p))).sum(axis=1).mean()
+    entropy = -(p_bar * np.log(p_bar)).sum()
+    return float(-np.log(p[:, y]).mean() + lbd * kl + eta * entropy)
+
+
+def test_smoothadv_consistency_loss_on_a_hand_checkable_case() -> None:
+    # With f(x) = x and two classes, every gradient of J = -log mean_i softmax_0(x' + delta_i) points along (-1, 1),
+    # so the T = 2 steps of 2 epsilon / T from x end at x* = x + epsilon * (-1, 1) / sqrt(2) (the second step is
+    # renormed back onto the ball); the clamp to [0, 1] is inactive for this x.
+    x, epsilon, lbd, eta = np.array([0.9, 0.1]), 0.5, 2.0, 0.5
+    noise = np.array([[0.3, -0.2], [-0.4, 0.1]])
+    module = ConsistencyRegularization(
+        logits_net(2), 0.5, SGD, num_noise=2, lbd=lbd, eta=eta, adversarial=True, epsilon=epsilon, num_steps=2, warmup=1
+    )
+    draws: list[torch.Tensor] = []
+
+    def sample_noise(like: torch.Tensor, sigma: object = None, generator: object = None) -> torch.Tensor:
+        draws.append(images(noise).to(like.dtype))
+        return draws[-1]
+
+    module.sample_noise = sample_noise  # type: ignore[method-assign]
+    modes: list[bool] = []
+    module.net.register_forward_hook(lambda net, inputs, output: modes.append(net.training))
+    module.train()
+    out = module.training_loss(batch_of(images([x]), [0]))
+    x_adv = x + epsilon * np.array([-1.0, 1.0]) / math.sqrt(2)
+    # the loss is the Consistency objective at x* + delta_i with the attack's own noise (drawn once per chunk)
+    assert len(draws) == 1
+    assert np.allclose(out.logits.detach().numpy(), x_adv + noise, atol=1e-6)
+    assert out.loss.item() == pytest.approx(consistency_loss_np(x_adv + noise, 0, lbd, eta), rel=1e-5)
+    assert out.terms["epsilon"].item() == epsilon
+    assert modes == [False, False, True]  # two attack steps in eval mode, then the training forward
+    assert module.training  # the attack restored the mode and the parameters' requires_grad
+    assert all(p.requires_grad for p in module.parameters())
+
+
+def test_smoothadv_consistency_warms_up_epsilon() -> None:
+    module = ConsistencyRegularization(logits_net(2), 0.5, SGD, adversarial=True, epsilon=2.0, warmup=10)
+    out = module.training_loss(batch_of(images([[0.5, 0.5]]), [0]))
+    assert out.terms["epsilon"].item() == pytest.approx(0.2)  # (epoch 0 + 1) * 2.0 / 10
+
+
+def test_consistency_attack_renorms_before_clamping() -> None:
+    # One step of 2 * epsilon along u = (-1, 1) / sqrt(2) from x = (0.1, 0.5): Jeong's order renorms the step to
+    # epsilon, x + 0.5 u = (-0.254, 0.854), then clamps: (0, 0.5 + 0.5 / sqrt(2)). Salman's order clamps x + u to
+    # (0, 1) first, then renorms (-0.1, 0.5) to 0.5: a different point.
+    net, x, labels, noise = logits_net(2), images([[0.1, 0.5]]), torch.tensor([0]), images([[0.2, -0.3]])
+    jeong = pgd_l2_smoothed_jeong(net, x, labels, noise, epsilon=0.5, num_steps=1)
+    assert np.allclose(jeong.view(2).numpy(), [0.0, 0.5 + 0.5 / math.sqrt(2)], atol=1e-6)
+    salman = pgd_l2_smoothed(net, x, labels, noise, epsilon=0.5, num_steps=1)
+    scale = 0.5 / math.hypot(0.1, 0.5)
+    assert np.allclose(salman.view(2).numpy(), [0.1 - 0.1 * scale, 0.5 + 0.5 * scale], atol=1e-6)
+
+
+def test_smoothadv_consistency_without_a_published_recipe_names_the_keys() -> None:
+    with pytest.raises(ValueError, match=r"no SmoothAdv \+ Consistency recipe .* set method\.epsilon"):
+        ConsistencyRegularization(logits_net(2), 0.5, SGD, adversarial=True, epsilon=None, num_noise=None, lbd=None)
 
 
 # ----------------------------------------------------------------------------------------------------------- MACER
@@ -281,6 +345,7 @@ def test_bad_hyperparameters_fail_fast_naming_the_key(cls: type, kwargs: dict[st
     [
         (StabilityTraining, {"lbd": 2.0}, 1),
         (ConsistencyRegularization, {"num_noise": 2, "lbd": 10.0}, 2),  # one step per chunk
+        (ConsistencyRegularization, {"num_noise": 2, "lbd": 1.0, "adversarial": True, "num_steps": 2}, 2),
         (MACER, {"num_noise": 4, "lbd": 12.0}, 1),
     ],
 )
@@ -310,6 +375,31 @@ def test_method_config_builds_the_method(make_cfg, method: str, dataset: str, si
     net = Classifier("tiny", nn.Sequential(nn.Flatten(), nn.Linear(4, 10)), {"kind": "identity"})
     module = instantiate(cfg.method, net=net, optimizer=instantiate(cfg.optimizer))
     assert (module.method_name, module.sigma) == (method, sigma)
+
+
+SMOOTHADV_CONSISTENCY = {
+    # dataset family -> {sigma: (epsilon, m, lambda)}: the released salman_<eps*256>_10_10/num_<m>/lbd_<lambda> logs
+    "cifar10": {0.25: (255 / 256, 4, 2.0), 0.5: (2.0, 2, 1.0), 1.0: (2.0, 2, 1.0)},
+    "mnist": {s: (255 / 256, 4, 1.0) for s in (0.25, 0.5, 1.0)},
+}
+
+
+@pytest.mark.parametrize("dataset", ["mnist_embedded", "cifar10"])
+def test_smoothadv_consistency_config_gives_the_published_values(make_cfg, dataset: str) -> None:
+    family = "mnist" if dataset == "mnist_embedded" else "cifar10"
+    for sigma, (epsilon, m, lbd) in SMOOTHADV_CONSISTENCY[family].items():
+        cfg = make_cfg("method=consistency", "method.adversarial=true", f"dataset={dataset}", f"sigma={sigma}")
+        module = instantiate(cfg.method, net=logits_net(2), optimizer=instantiate(cfg.optimizer))
+        expected = {"epsilon": epsilon, "num_noise": m, "steps_per_batch": m, "lbd": lbd, "eta": 0.5}
+        assert {key: getattr(module, key) for key in expected} == expected, (dataset, sigma)
+        assert (module.adversarial, module.num_steps, module.warmup) == (True, 10, 10)
+
+
+def test_smoothadv_consistency_on_imagenet_asks_for_its_values(make_cfg) -> None:
+    cfg = make_cfg("method=consistency", "method.adversarial=true", "dataset=imagenet", "sigma=0.5")
+    with pytest.raises(InstantiationException, match=r"no SmoothAdv \+ Consistency recipe"):
+        instantiate(cfg.method, net=logits_net(2), optimizer=instantiate(cfg.optimizer))
+    assert make_cfg("method=consistency", "dataset=imagenet", "sigma=0.5").method.num_noise == 2
 
 
 def test_method_values_can_be_overridden(make_cfg) -> None:

@@ -111,8 +111,11 @@ class CertifyCallback(pl.Callback):
             data-dependent certificates replayed through DDRS's memory in test-index order; order-dependent).
         sigma_iters: data-dependent modes: K, ascent steps of the per-input sigma search.
         sigma_lr: data-dependent modes: the search's step size alpha.
-        sigma_samples: data-dependent modes: n, noise draws per step.
+        sigma_samples: data-dependent modes: n, noise draws per step; ``None``: the DDRS paper's for the certified
+            model's method (8 for MACER models, 1 otherwise).
         sigma_init: data-dependent modes: sigma_0; ``None`` starts from the certification sigma.
+        sigma_objective: data-dependent modes: ``radius`` or ``relu_radius``; ``None``: the authors' for the
+            model's method (``relu_radius`` for SmoothAdv models).
     """
 
     def __init__(
@@ -140,8 +143,9 @@ class CertifyCallback(pl.Callback):
         sigma_mode: SigmaMode = "fixed",
         sigma_iters: int = 100,
         sigma_lr: float = 1e-4,
-        sigma_samples: int = 64,
+        sigma_samples: int | None = None,
         sigma_init: float | None = None,
+        sigma_objective: str | None = None,
     ) -> None:
         for key, value in {"n0": n0, "n": n, "batch_size": batch_size, "first_look": first_look}.items():
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -168,7 +172,12 @@ class CertifyCallback(pl.Callback):
         if sigma_mode != "fixed" and mode != "standard":
             raise ValueError(f"certify.sigma_mode={sigma_mode} runs standard CERTIFY at each sigma: set mode=standard")
         self.sigma_mode = sigma_mode
-        self.search = SigmaSearch(sigma_iters, sigma_lr, sigma_samples, sigma_init) if sigma_mode != "fixed" else None
+        self.search_settings = (
+            SigmaSearch(sigma_iters, sigma_lr, sigma_samples, sigma_init, objective=sigma_objective)
+            if sigma_mode != "fixed"
+            else None
+        )
+        self.search: SigmaSearch | None = None  # the settings with the certified model's paper defaults filled in
         certification_indices(1, start, skip, max_images)  # validates the subset arguments
         self.schedule = LookSchedule(min(first_look, n), growth, n) if mode == "sequential" else None
         self.n0, self.n, self.alpha, self.batch_size = n0, n, alpha, batch_size
@@ -187,6 +196,8 @@ class CertifyCallback(pl.Callback):
             return
         if not isinstance(pl_module, SmoothingModule):
             raise TypeError(f"CertifyCallback needs a rsbench SmoothingModule, got {type(pl_module).__name__}")
+        if self.search_settings is not None:
+            self.search = self.search_settings.for_method(pl_module.method_name)
         datamodule = trainer.datamodule  # type: ignore[attr-defined]
         dataset = datamodule.test_dataset
         sigma = self.sigma if self.sigma is not None else pl_module.sigma

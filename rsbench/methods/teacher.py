@@ -77,11 +77,17 @@ def labels_digest(labels: Sequence[int]) -> str:
     return hashlib.sha256(",".join(str(int(v)) for v in labels).encode()).hexdigest()[:16]
 
 
-def load_teacher(path: str | Path, like: Classifier) -> tuple[Classifier, float]:
+def load_teacher(path: str | Path, like: Classifier, option: str = "method.teacher_ckpt") -> tuple[Classifier, float]:
     """Load an rsbench checkpoint into a copy of ``like`` and return it with the sigma it was trained at.
 
     The teacher must have the student's architecture, class count and input layer (the authors' teacher is the
-    same network trained with Gaussian augmentation); its sigma may differ.
+    same network trained with Gaussian augmentation); its sigma may differ. DS^2 fine-tuning loads its starting
+    weights the same way (``option="method.init_ckpt"``).
+
+    Args:
+        path: the checkpoint.
+        like: a classifier of the architecture expected.
+        option: the config key that named ``path`` (for the messages).
 
     Raises:
         ConfigError: no file at ``path``.
@@ -89,15 +95,14 @@ def load_teacher(path: str | Path, like: Classifier) -> tuple[Classifier, float]
     """
     path = Path(path).expanduser()
     if not path.is_file():
-        raise ConfigError(f"method.teacher_ckpt={str(path)!r} is not a file")
+        raise ConfigError(f"{option}={str(path)!r} is not a file")
     checkpoint = torch.load(path, map_location="cpu", weights_only=False)
     saved: Mapping[str, Any] | None = checkpoint.get(SIGNATURE_KEY) if isinstance(checkpoint, Mapping) else None
     if saved is None:
         raise CheckpointMismatchError(
-            f"method.teacher_ckpt={str(path)!r} has no rsbench signature; train the teacher with rsbench "
-            "(python -m rsbench method=gaussian ...)"
+            f"{option}={str(path)!r} has no rsbench signature; train that model with rsbench (python -m rsbench ...)"
         )
-    check_signature(saved, like.signature(), f"method.teacher_ckpt={str(path)!r}")
+    check_signature(saved, like.signature(), f"{option}={str(path)!r}")
     state = {key[len("net.") :]: value for key, value in checkpoint["state_dict"].items() if key.startswith("net.")}
     teacher = copy.deepcopy(like)
     teacher.load_state_dict(state)
