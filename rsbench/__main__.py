@@ -13,7 +13,7 @@ import hydra
 from omegaconf import DictConfig
 
 from rsbench.allocator import reexec_with_fast_allocator
-from rsbench.cli import config_dir, expand_resume, is_query
+from rsbench.cli import HELP_FLAGS, config_dir, expand_resume, is_query, share_config_store
 from rsbench.errors import ConfigError
 
 
@@ -22,6 +22,8 @@ def main() -> None:
     arguments = sys.argv[1:]
     if not is_query(arguments):
         reexec_with_fast_allocator("rsbench")
+    elif HELP_FLAGS.intersection(arguments):
+        share_config_store()
     try:
         sys.argv[1:] = expand_resume(arguments)
     except ConfigError as error:

@@ -45,14 +45,15 @@ class RunLock:
         try:
             fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = _describe(_read_holder(self.path))
+            holder = _read_holder(self.path)
             if not self.wait:
                 file.close()
+                stop = f"kill -TERM {holder['pid']}" if "pid" in holder else "kill -TERM <its pid>"
                 raise RunDirectoryBusyError(
-                    f"{self.path.parent.parent} is in use by {holder}; wait for it to finish (or stop it with "
-                    "kill -TERM <pid>, after which it can be resumed), or choose another hydra.run.dir"
+                    f"{self.path.parent.parent} is in use by {_describe(holder)}; wait for it to finish, or stop it "
+                    f"({stop}) and resume it, or choose another hydra.run.dir"
                 ) from None
-            log.info("waiting for %s to finish with %s", holder, self.path.parent.parent)
+            log.info("waiting for %s to finish with %s", _describe(holder), self.path.parent.parent)
             fcntl.flock(file, fcntl.LOCK_EX)
         file.seek(0)
         file.truncate()
@@ -79,7 +80,7 @@ def _this_process() -> dict[str, Any]:
         "pid": os.getpid(),
         "host": socket.gethostname(),
         "since": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "command": " ".join(sys.argv),
+        "command": " ".join(["rsbench", *sys.argv[1:]]),
     }
 
 

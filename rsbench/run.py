@@ -99,9 +99,9 @@ def run(cfg: DictConfig, on_ready: Callable[[], None] | None = None) -> float | 
     method_extra = {"teacher_ckpt": str(teacher.checkpoint)} if teacher is not None else {}
     module = instantiate(cfg.method, net=net, optimizer=instantiate(cfg.optimizer), scheduler=scheduler, **method_extra)
     callbacks = build_callbacks(cfg)
+    start = _starting_point(cfg, module, callbacks, cfg.trainer.get("max_epochs"))
     loggers = build_loggers(cfg)
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=[*callbacks, StopOnRequest()], logger=loggers or False)
-    start = _starting_point(cfg, module, callbacks, trainer.max_epochs)
     datamodule.prepare_data()  # a missing dataset stops here, before anything is written
     log.info("%s", describe_method(cfg))
     if on_ready is not None:

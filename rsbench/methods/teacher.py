@@ -33,6 +33,7 @@ from tqdm.auto import tqdm
 from rsbench.archs.classifier import Classifier, check_signature, weights_fingerprint
 from rsbench.certify.seeding import make_generator
 from rsbench.certify.smooth import Smooth
+from rsbench.checkpoints import load_checkpoint
 from rsbench.errors import CheckpointMismatchError, ConfigError
 from rsbench.methods.base import SIGNATURE_KEY
 
@@ -86,11 +87,12 @@ def load_teacher(path: str | Path, like: Classifier) -> tuple[Classifier, float]
     Raises:
         ConfigError: no file at ``path``.
         CheckpointMismatchError: not an rsbench checkpoint, or one made for another architecture / data.
+        DamagedFileError: the file cannot be read.
     """
     path = Path(path).expanduser()
     if not path.is_file():
         raise ConfigError(f"method.teacher_ckpt={str(path)!r} is not a file")
-    checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    checkpoint = load_checkpoint(path, f"method.teacher_ckpt={str(path)!r}", "train the teacher again, or pass another")
     saved: Mapping[str, Any] | None = checkpoint.get(SIGNATURE_KEY) if isinstance(checkpoint, Mapping) else None
     if saved is None:
         raise CheckpointMismatchError(
