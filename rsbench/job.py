@@ -100,8 +100,8 @@ def execute(
         write_status(output_dir, "running", overrides)
 
     try:
+        check_resumable(cfg, output_dir, certified=bool(record_files(output_dir, None)))  # read-only: before the lock
         with RunLock(output_dir, wait=wait):
-            check_resumable(cfg, output_dir, certified=bool(record_files(output_dir, None)))
             value = run(cfg, on_ready=ready)
             write_status(output_dir, "completed", overrides, objective=value)
             return value
