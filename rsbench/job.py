@@ -40,14 +40,13 @@ def job(cfg: DictConfig) -> float | None:
     output_dir = Path(hydra_cfg.runtime.output_dir)
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
     overrides = list(hydra_cfg.overrides.task)
-    with StopGuard() as guard:
+    with StopGuard():
         try:
             return execute(cfg, output_dir, overrides, keep_failed=multirun, log_file=f"{hydra_cfg.job.name}.log")
         except StopRequested as stop:
             log.warning("%s. Resume with: python -m rsbench resume=%s", stop, output_dir)
             if multirun:
                 log.warning("(or rerun the whole sweep with hydra.sweep.dir=%s)", hydra_cfg.sweep.dir)
-            guard.forward()
             raise SystemExit(stop.exit_code) from None
         except Exception as error:
             message = user_message(error)
@@ -106,10 +105,10 @@ def execute(
             write_status(output_dir, "completed", overrides, objective=value)
             return value
     except BaseException as error:
+        stopped = isinstance(error, StopRequested | SystemExit | KeyboardInterrupt)  # by a signal or a launcher
         if started:
-            stopped = isinstance(error, StopRequested)
             write_status(output_dir, "interrupted" if stopped else "failed", overrides, error=_describe(error))
-        elif keep_failed and not isinstance(error, StopRequested):
+        elif keep_failed and not stopped:
             write_status(output_dir, "failed", overrides, error=_describe(error))
         elif created:
             remove_new(output_dir, log_file)

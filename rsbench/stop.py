@@ -44,8 +44,11 @@ class StopRequested(BaseException):
 class StopGuard:
     """Install graceful handlers for :data:`STOP_SIGNALS` while the ``with`` block runs, then restore the old ones.
 
-    Only the main thread can install signal handlers; elsewhere the guard does nothing. Handlers installed later by
-    other code (Lightning composes its own SIGTERM handler with the current one) still call this one.
+    A signal that already has a handler of its own is left to it: under submitit (``hydra/launcher=slurm``), SIGTERM
+    is ignored and SIGUSR2 checkpoints, requeues and exits the job, which drops the work in flight as a crash would
+    (rows and checkpoints stay whole) and the requeued job continues from its files. Only the main thread can
+    install handlers; elsewhere the guard does nothing. Handlers installed later by other code (Lightning composes
+    its SIGTERM handler with the current one) still call this one.
     """
 
     _active: StopGuard | None = None
@@ -58,7 +61,8 @@ class StopGuard:
         if threading.current_thread() is not threading.main_thread():
             return self
         for signum in STOP_SIGNALS:
-            self._previous[signum] = signal.signal(signum, self._handle)
+            if signal.getsignal(signum) in (signal.SIG_DFL, signal.default_int_handler):
+                self._previous[signum] = signal.signal(signum, self._handle)
         StopGuard._active = self
         return self
 
@@ -74,18 +78,6 @@ class StopGuard:
         self._previous = {}
         if StopGuard._active is self:
             StopGuard._active = None
-
-    def forward(self) -> None:
-        """Hand the stop signal to the handler the guard replaced, when that was a Python function.
-
-        Under submitit (``hydra/launcher=slurm``) that handler checkpoints and requeues the job on SIGUSR2, so a
-        job stopped at a safe point is requeued and resumes by itself.
-        """
-        signum = self.signum
-        previous = self._previous.get(signum) if signum is not None else None
-        self.restore()
-        if signum is not None and callable(previous) and previous is not signal.default_int_handler:
-            previous(signum, None)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.signum is not None:
