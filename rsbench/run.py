@@ -91,7 +91,7 @@ def run(cfg: DictConfig, on_ready: Callable[[], None] | None = None) -> float | 
         The value of ``cfg.optimized_metric`` (``certify/acr`` by default) for Hydra sweepers, or ``None``.
     """
     check_config(cfg)
-    teacher = plan_teacher(cfg)
+    teacher = plan_teacher(cfg) if cfg.train else None
     pl.seed_everything(cfg.seed, workers=True)
     datamodule = instantiate(cfg.dataset)
     net = instantiate(cfg.arch)
@@ -103,10 +103,10 @@ def run(cfg: DictConfig, on_ready: Callable[[], None] | None = None) -> float | 
     loggers = build_loggers(cfg)
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=[*callbacks, StopOnRequest()], logger=loggers or False)
     datamodule.prepare_data()  # a missing dataset stops here, before anything is written
-    log.info("%s", describe_method(cfg))
+    log.info("%s", describe_method(cfg, method_extra))
     if on_ready is not None:
         on_ready()
-    if teacher is not None:
+    if teacher is not None and start.train:
         with isolate_rng():  # training the teacher now or reusing it leaves the same random state for this run
             teacher.ensure()
     hyperparameters = OmegaConf.to_container(cfg, resolve=True)
@@ -124,7 +124,7 @@ def run(cfg: DictConfig, on_ready: Callable[[], None] | None = None) -> float | 
         return float(value) if value is not None else None
     finally:
         for logger in loggers:
-            if isinstance(logger, WandbLogger):
+            if isinstance(logger, WandbLogger) and logger._experiment is not None:  # (never start a run to end it)
                 logger.experiment.finish()  # each multirun job is its own W&B run
 
 
@@ -195,10 +195,11 @@ def _trained_checkpoint(callbacks: list[pl.Callback], which: str) -> str | None:
     return str(path)
 
 
-def describe_method(cfg: DictConfig) -> str:
+def describe_method(cfg: DictConfig, given: Mapping[str, Any] | None = None) -> str:
     """One line with the chosen method's resolved hyperparameters (``--cfg job --resolve`` shows the same).
 
-    ``*`` marks the authors' published values that a lookup picked for this dataset and sigma.
+    ``*`` marks the authors' published values that a lookup picked for this dataset and sigma; ``given`` are values
+    passed to the method besides its config (the teacher rsbench trained).
     """
     raw = OmegaConf.to_container(cfg.method, resolve=False)
     assert isinstance(raw, dict)
@@ -207,7 +208,8 @@ def describe_method(cfg: DictConfig) -> str:
         if key in ("_target_", "sigma", "allow_sigma_mismatch"):
             continue
         looked_up = isinstance(value, str) and "rs.lookup" in value
-        shown.append(f"{key!s}={cfg.method[key]}{'*' if looked_up else ''}")
+        value = (given or {}).get(str(key), cfg.method[key])
+        shown.append(f"{key!s}={value}{'*' if looked_up else ''}")
     method = str(cfg.method._target_).rsplit(".", 1)[-1]
     line = f"{method} on {cfg.dataset.name} at sigma={cfg.sigma}: {', '.join(shown) or 'no hyperparameters'}"
     if any(value.endswith("*") for value in shown):
