@@ -17,6 +17,7 @@ from typing import Any
 import pytorch_lightning as pl
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
+from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.loggers import Logger, WandbLogger
 from pytorch_lightning.utilities.seed import isolate_rng
 
@@ -116,7 +117,7 @@ def run(cfg: DictConfig, on_ready: Callable[[], None] | None = None) -> float | 
         test_ckpt = start.test_ckpt
         if start.train:
             _stoppable(trainer.fit, module, datamodule=datamodule, ckpt_path=start.fit_ckpt)
-            test_ckpt = _trained_checkpoint(callbacks, cfg.test_ckpt)
+            test_ckpt = _trained_checkpoint(trainer, cfg.test_ckpt)
         if cfg.test:
             log.info("testing and certifying %s", test_ckpt or cfg.ckpt_path or "the final weights")
             _stoppable(trainer.test, module, datamodule=datamodule, ckpt_path=test_ckpt)
@@ -162,7 +163,7 @@ def _starting_point(
     if last is None or not last.is_file():
         return Start(train=True, fit_ckpt=cfg.ckpt_path or None)
     origin = cfg.ckpt_path or "scratch"
-    state = load_checkpoint(last, str(last), f"restore it, or delete it to train this run again from {origin}")
+    state = load_checkpoint(last, str(last), f"restore it, or move {last.parent} away to train again from {origin}")
     epoch = int(state.get("epoch", -1)) + 1
     if not finished_training(state, max_epochs):
         log.info("continuing training at epoch %d of %s from %s", epoch + 1, max_epochs, last)
@@ -186,10 +187,19 @@ def _stoppable(method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         raise
 
 
-def _trained_checkpoint(callbacks: list[pl.Callback], which: str) -> str | None:
-    """The best or last checkpoint of the fit that just ran (``None``: test the weights in memory)."""
-    path = checkpoint_file(callbacks, which)
-    if path is None or not path.is_file():
+def _trained_checkpoint(trainer: pl.Trainer, which: str) -> str | None:
+    """The path of the best or last checkpoint of the fit that just ran (``None``: test the weights in memory).
+
+    ``best`` comes from the checkpoint callback that monitors a metric, ``last`` from the one that monitors none (it
+    keeps the latest epoch); see ``conf/callbacks/default.yaml``.
+    """
+    wanted = [
+        callback
+        for callback in trainer.checkpoint_callbacks
+        if isinstance(callback, ModelCheckpoint) and (callback.monitor is None) == (which == "last")
+    ]
+    path = wanted[0].best_model_path if wanted else ""
+    if not path:
         log.warning("no %s checkpoint was saved: certifying the weights at the end of training", which)
         return None
     return str(path)

@@ -36,6 +36,7 @@ from rsbench.certify.smooth import Smooth
 from rsbench.checkpoints import load_checkpoint
 from rsbench.errors import CheckpointMismatchError, ConfigError
 from rsbench.methods.base import SIGNATURE_KEY
+from rsbench.stop import raise_if_stop_requested, stop_requested
 
 log = logging.getLogger(__name__)
 
@@ -150,9 +151,11 @@ def vote_histograms(
         counts = smooth.sample_counts(image, num_samples, batch_size, generator)
         table[index] = torch.as_tensor(counts, dtype=torch.float32) / num_samples
         progress.update(1)
-        if checkpoint is not None and time.monotonic() - last_save > SAVE_EVERY_SECONDS:
+        stopping = stop_requested() is not None  # a stop signal: save the rows so far, then stop (rsbench.stop)
+        if checkpoint is not None and (stopping or time.monotonic() - last_save > SAVE_EVERY_SECONDS):
             _save_atomic({"soft_labels": table}, checkpoint)
             last_save = time.monotonic()
+        raise_if_stop_requested()
     progress.close()
     return table
 
