@@ -17,11 +17,18 @@ from omegaconf import OmegaConf
 from rsbench.certify.records import COLUMNS, RecordWriter, read_records, read_rows
 from rsbench.cli import expand_resume, is_query, override_key
 from rsbench.data.download import socket_timeout, unreachable
-from rsbench.errors import ConfigError, DamagedFileError, ResumeMismatchError, RunDirectoryBusyError, user_message
+from rsbench.errors import (
+    ConfigError,
+    DamagedFileError,
+    DatasetUnavailableError,
+    ResumeMismatchError,
+    RunDirectoryBusyError,
+    user_message,
+)
 from rsbench.lock import RunLock
 from rsbench.loggers import CSVLogger
 from rsbench.resume import check_resumable
-from rsbench.run import build_callbacks, build_loggers
+from rsbench.run import build_callbacks, build_loggers, check_config, run
 from rsbench.stop import StopGuard, StopRequested, raise_if_stop_requested, stop_requested
 from tests.test_records import row
 
@@ -246,3 +253,21 @@ def test_wandb_logger_resumes_the_runs_own_id(make_cfg, tmp_path: Path) -> None:
     )
     assert again._wandb_init["resume"] == "allow"
     assert json.loads(json.dumps(first._wandb_init["id"]))  # a plain string W&B accepts
+
+
+# ------------------------------------------------------------------------------------------------- checks before work
+
+
+def test_settings_that_would_fail_mid_epoch_fail_before_any_work(make_cfg) -> None:
+    with pytest.raises(ConfigError, match=r"dataset.batch_size=2 cannot be cut into method.steps_per_batch=4 chunks"):
+        check_config(make_cfg("method=catrs", "dataset.batch_size=2"))
+    with pytest.raises(ConfigError, match=r"method.teacher_ckpt='nope.ckpt' is not a file"):
+        check_config(make_cfg("method=catrs", "method.teacher_ckpt=nope.ckpt"))
+
+
+def test_a_missing_dataset_stops_the_run_before_it_writes_anything(make_cfg, tmp_path: Path) -> None:
+    output_dir = tmp_path / "run"
+    cfg = make_cfg("dataset=cifar10", f"data_dir={tmp_path / 'data'}", "dataset.download=false", output_dir=output_dir)
+    with pytest.raises(DatasetUnavailableError, match="cifar-10-batches-py"):
+        run(cfg)
+    assert not output_dir.exists()
