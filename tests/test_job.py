@@ -179,6 +179,11 @@ def test_instantiation_errors_come_without_hydras_wrapper(make_cfg) -> None:
     with pytest.raises(InstantiationException) as wrapped:
         build_callbacks(make_cfg("certify.n=0"))
     assert user_message(wrapped.value) == "certify.n must be an integer >= 1, got 0"
+    with pytest.raises(InstantiationException) as wrapped:
+        build_callbacks(make_cfg("certify.alpha=2"))
+    assert (
+        user_message(wrapped.value) == "certify: alpha must be in (0, 1) (the failure probability, e.g. 0.001), got 2"
+    )
     cfg = make_cfg("method=catrs", "method.lbd=-1")
     net = instantiate(cfg.arch)
     with pytest.raises(InstantiationException) as wrapped:

@@ -145,12 +145,14 @@ def vote_histograms(
     device = next(iter(teacher.parameters())).device
     last_save = time.monotonic()
     progress = tqdm(total=total, initial=done, desc="CAT-RS teacher votes", unit="img", mininterval=1.0)
-    for index in range(done, total):
-        image = images[index][0]
-        generator = make_generator(device, seed, index)
-        counts = smooth.sample_counts(image, num_samples, batch_size, generator)
-        table[index] = torch.as_tensor(counts, dtype=torch.float32) / num_samples
-        progress.update(1)
+    together = max(1, batch_size // num_samples)  # small N: several images per forward pass, each its own noise
+    for first in range(done, total, together):
+        indices = range(first, min(first + together, total))
+        xs = torch.stack([images[index][0] for index in indices])
+        generators = [make_generator(device, seed, index) for index in indices]
+        counts = smooth.sample_counts_batch(xs, num_samples, batch_size, generators)
+        table[first : indices.stop] = torch.as_tensor(counts, dtype=torch.float32) / num_samples
+        progress.update(len(indices))
         stopping = stop_requested() is not None  # a stop signal: save the rows so far, then stop (rsbench.stop)
         if checkpoint is not None and (stopping or time.monotonic() - last_save > SAVE_EVERY_SECONDS):
             _save_atomic({"soft_labels": table}, checkpoint)
