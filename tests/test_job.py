@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 import os
 import signal
@@ -10,6 +11,8 @@ import socket
 from pathlib import Path
 
 import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
@@ -30,6 +33,7 @@ from rsbench.loggers import CSVLogger
 from rsbench.resume import check_resumable
 from rsbench.run import build_callbacks, build_loggers, check_config, run
 from rsbench.stop import StopGuard, StopRequested, raise_if_stop_requested, stop_requested
+from tests.conftest import CONF_DIR
 from tests.test_records import row
 
 
@@ -276,3 +280,19 @@ def test_a_missing_dataset_stops_the_run_before_it_writes_anything(make_cfg, tmp
     with pytest.raises(DatasetUnavailableError, match="cifar-10-batches-py"):
         run(cfg)
     assert not output_dir.exists()
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("hydra_plugins.hydra_optuna_sweeper") is None, reason="pip install '.[optuna]'"
+)
+def test_the_example_search_maximises_acr_over_consistency_weights_and_survives_failures() -> None:
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
+        cfg = compose("config", overrides=["hparams_search=consistency_acr"], return_hydra_config=True)
+    GlobalHydra.instance().clear()
+    sweeper = cfg.hydra.sweeper
+    assert "OptunaSweeper" in sweeper._target_
+    assert (sweeper.direction, sweeper.max_failure_rate, cfg.hydra.mode.name) == ("maximize", 1.0, "MULTIRUN")
+    assert set(sweeper.params) == {"method.lbd", "method.eta"}
+    assert cfg.optimized_metric == "certify/acr"
+    assert cfg.method._target_ == "rsbench.methods.consistency.ConsistencyRegularization"
