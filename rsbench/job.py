@@ -77,8 +77,8 @@ def execute(
         cfg: the composed config (``output_dir`` must resolve to ``output_dir``).
         output_dir: the run directory.
         overrides: the overrides that made ``cfg`` (stored for ``resume=``).
-        keep_failed: record a failure in ``status.json`` even when it happened in the checks (sweep jobs), instead
-            of removing the directory this job created.
+        keep_failed: record a failure in the checks in ``status.json`` of the directory this job created (sweep
+            jobs), instead of removing that directory.
         wait: wait for another process that holds the directory instead of failing (shared teacher runs).
         log_file: the name of Hydra's log file in ``output_dir`` (the only file a new directory holds at the start).
     """
@@ -108,11 +108,11 @@ def execute(
         stopped = isinstance(error, StopRequested | SystemExit | KeyboardInterrupt)  # by a signal or a launcher
         if started:
             write_status(output_dir, "interrupted" if stopped else "failed", overrides, error=_describe(error))
-        elif keep_failed and not stopped:
+        elif created and keep_failed and not stopped:  # a sweep job: its folder records why it failed
             write_status(output_dir, "failed", overrides, error=_describe(error))
         elif created:
             remove_new(output_dir, log_file)
-        raise
+        raise  # a directory this job did not create (a busy or refused one) is left exactly as it was
 
 
 def is_global_zero() -> bool:
