@@ -24,7 +24,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from rsbench.errors import user_message
+from rsbench.errors import RunDirectoryBusyError, user_message
 from rsbench.lock import LOCK_FILE, RunLock
 from rsbench.status import write_status
 from rsbench.stop import StopGuard, StopRequested
@@ -104,6 +104,8 @@ def execute(
             value = run(cfg, on_ready=ready)
             write_status(output_dir, "completed", overrides, objective=value)
             return value
+    except RunDirectoryBusyError:
+        raise  # the directory is another process's (even if both found it new): leave it exactly as it is
     except BaseException as error:
         stopped = isinstance(error, StopRequested | SystemExit | KeyboardInterrupt)  # by a signal or a launcher
         if started:
@@ -112,7 +114,7 @@ def execute(
             write_status(output_dir, "failed", overrides, error=_describe(error))
         elif created:
             remove_new(output_dir, log_file)
-        raise  # a directory this job did not create (a busy or refused one) is left exactly as it was
+        raise  # a directory this job did not create (a refused resume) is left exactly as it was
 
 
 def is_global_zero() -> bool:
