@@ -17,6 +17,7 @@ QUERY_FLAGS = frozenset(
 HELP_FLAGS = frozenset({"--help", "-h", "--hydra-help"})
 MULTIRUN_FLAGS = frozenset({"--multirun", "-m"})
 RESUME = "resume"
+RUN_CONFIG = ".hydra"  # where a run keeps the config it was started with (config.yaml, overrides.yaml, hydra.yaml)
 _OVERRIDE = re.compile(r"^(?:~|\+\+|\+)?(?P<key>[^=~+][^=]*)=")
 
 
@@ -82,14 +83,14 @@ def expand_resume(argv: Sequence[str]) -> list[str]:
 def _stored_overrides(run_dir: Path) -> list[str]:
     from omegaconf import OmegaConf
 
-    overrides = run_dir / ".hydra" / "overrides.yaml"
+    overrides = run_dir / RUN_CONFIG / "overrides.yaml"
     if not overrides.is_file():
         raise ConfigError(
             f"resume={run_dir}: no rsbench run there ({overrides} is missing); give the directory a run wrote into "
             "(it holds .hydra/, checkpoints/, certify.tsv)"
         )
     task = [str(arg) for arg in OmegaConf.to_container(OmegaConf.load(overrides))]  # type: ignore[union-attr]
-    hydra_file = run_dir / ".hydra" / "hydra.yaml"
+    hydra_file = run_dir / RUN_CONFIG / "hydra.yaml"
     if hydra_file.is_file():
         hydra = OmegaConf.load(hydra_file)
         stored = OmegaConf.select(hydra, "hydra.overrides.hydra", default=[]) or []

@@ -24,6 +24,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from rsbench.cli import RUN_CONFIG
 from rsbench.errors import RunDirectoryBusyError, user_message
 from rsbench.lock import LOCK_FILE, RunLock
 from rsbench.status import write_status
@@ -144,7 +145,7 @@ def remove_new(output_dir: Path, log_file: str | None) -> None:
 
 def save_run_config(output_dir: Path, cfg: DictConfig, overrides: Sequence[str]) -> None:
     """Write ``.hydra/config.yaml``, ``overrides.yaml`` (and ``hydra.yaml``) once: a resumed run keeps its originals."""
-    folder = output_dir / ".hydra"
+    folder = output_dir / RUN_CONFIG
     if (folder / "config.yaml").is_file():
         return
     folder.mkdir(parents=True, exist_ok=True)

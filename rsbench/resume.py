@@ -16,9 +16,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from rsbench.cli import RUN_CONFIG
 from rsbench.errors import ResumeMismatchError
 
-STORED_CONFIG = Path(".hydra") / "config.yaml"
+STORED_CONFIG = Path(RUN_CONFIG) / "config.yaml"
 TRAINED = (
     "sigma",
     "seed",

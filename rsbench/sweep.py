@@ -15,6 +15,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from rsbench.cli import RUN_CONFIG
 from rsbench.status import read_status
 
 log = logging.getLogger("rsbench.sweep")
@@ -32,7 +33,7 @@ class SweepSummary(Callback):
         rows = []
         for job in jobs:
             status = read_status(job)
-            if status is not None or (job / ".hydra").is_dir():  # a job that got past its checks but left no status
+            if status is not None or (job / RUN_CONFIG).is_dir():  # a job that got past its checks but left no status
                 rows.append((job.name, status or {"status": "unknown (no status.json)"}))
         lines = ["job\tstatus\tobjective\toverrides\terror"]
         lines += [
