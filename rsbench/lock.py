@@ -44,7 +44,7 @@ class RunLock:
         file = self.path.open("a+")
         try:
             fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        except BlockingIOError:  # held by another process (EWOULDBLOCK)
             holder = _read_holder(self.path)
             if not self.wait:
                 file.close()
@@ -55,6 +55,8 @@ class RunLock:
                 ) from None
             log.info("waiting for %s to finish with %s", _describe(holder), self.path.parent.parent)
             fcntl.flock(file, fcntl.LOCK_EX)
+        except OSError as error:  # a file system without locks (Lustre mounted with noflock, some FUSE mounts)
+            log.warning("cannot lock %s (%s): nothing stops a second process from writing into it", self.path, error)
         file.seek(0)
         file.truncate()
         json.dump(_this_process(), file)
@@ -70,8 +72,7 @@ class RunLock:
     def release(self) -> None:
         """Give the lock up (idempotent)."""
         if self._file is not None:
-            fcntl.flock(self._file, fcntl.LOCK_UN)
-            self._file.close()
+            self._file.close()  # closing the only descriptor of the file releases its flock
             self._file = None
 
 
