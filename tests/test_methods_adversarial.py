@@ -494,7 +494,7 @@ def test_catrs_without_a_teacher_says_how_to_train_one(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"python -m rsbench method=gaussian dataset=.* sigma=0\.25"):
         quiet_trainer(tmp_path, max_steps=1).fit(module, train_dataloaders=DataLoader(data, batch_size=4))
     with pytest.raises(ValueError, match=r"teacher_ckpt='nope\.ckpt' is not a file"):
-        catrs(teacher_ckpt="nope.ckpt")
+        quiet_trainer(tmp_path, max_steps=1).fit(catrs(teacher_ckpt="nope.ckpt"), DataLoader(data, batch_size=4))
 
 
 # ---------------------------------------------------------------------------------------------------- teacher

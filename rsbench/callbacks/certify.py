@@ -61,6 +61,7 @@ from rsbench.certify.subset import certification_indices, indices_digest
 from rsbench.certify.summary import format_summary, summarize, write_metrics
 from rsbench.methods.base import SmoothingModule
 from rsbench.noise import check_sigma
+from rsbench.stop import raise_if_stop_requested
 
 log = logging.getLogger(__name__)
 
@@ -359,6 +360,7 @@ class CertifyCallback(pl.Callback):
                 for position, cert in certify_group(smooth, xs, [derive_seed(self.seed, i) for i in group]):
                     writer.append(self._row(group[position], labels[position], cert, sound))
                     progress.update(1)
+                    raise_if_stop_requested()  # a stop signal ends certification here, after a whole row
         progress.close()
 
     def _certify_group(self, smooth: Smooth, xs: torch.Tensor, seeds: list[int]) -> Iterator[tuple[int, Certificate]]:

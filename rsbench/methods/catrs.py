@@ -126,9 +126,9 @@ class CATRS(SmoothingModule):
         self.double_epsilon_epoch = (
             None if double_epsilon_epoch is None else check_int("method.double_epsilon_epoch", double_epsilon_epoch, 0)
         )
+        # Read when fit starts (load_teacher names a missing file); `python -m rsbench` checks it before any work, or
+        # trains the teacher into this path first (rsbench/pretrain.py).
         self.teacher_ckpt = None if teacher_ckpt is None else Path(teacher_ckpt).expanduser()
-        if self.teacher_ckpt is not None and not self.teacher_ckpt.is_file():
-            raise ValueError(f"method.teacher_ckpt={str(teacher_ckpt)!r} is not a file")
         if self.soft_label == "self" and self.confidence_mask:
             raise ValueError(
                 "method.confidence_mask=true draws K from the teacher's labels: it needs soft_label=teacher"
@@ -158,6 +158,8 @@ class CATRS(SmoothingModule):
                 "and pass method.teacher_ckpt=<that run's directory>/checkpoints/best.ckpt "
                 "(or use method.soft_label=self: the model's own mean prediction, no teacher)"
             )
+        if not self.teacher_ckpt.is_file():
+            raise ConfigError(f"method.teacher_ckpt={str(self.teacher_ckpt)!r} is not a file")
         if datamodule is None or not hasattr(datamodule, "source"):
             raise ConfigError(
                 "CAT-RS teacher labels are computed on the training set of an rsbench ImageDataModule; fit with "

@@ -33,8 +33,10 @@ from tqdm.auto import tqdm
 from rsbench.archs.classifier import Classifier, check_signature, weights_fingerprint
 from rsbench.certify.seeding import make_generator
 from rsbench.certify.smooth import Smooth
+from rsbench.checkpoints import load_checkpoint
 from rsbench.errors import CheckpointMismatchError, ConfigError
 from rsbench.methods.base import SIGNATURE_KEY
+from rsbench.stop import raise_if_stop_requested, stop_requested
 
 log = logging.getLogger(__name__)
 
@@ -92,11 +94,12 @@ def load_teacher(path: str | Path, like: Classifier, option: str = "method.teach
     Raises:
         ConfigError: no file at ``path``.
         CheckpointMismatchError: not an rsbench checkpoint, or one made for another architecture / data.
+        DamagedFileError: the file cannot be read.
     """
     path = Path(path).expanduser()
     if not path.is_file():
         raise ConfigError(f"{option}={str(path)!r} is not a file")
-    checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    checkpoint = load_checkpoint(path, f"{option}={str(path)!r}", "train that model again, or pass another")
     saved: Mapping[str, Any] | None = checkpoint.get(SIGNATURE_KEY) if isinstance(checkpoint, Mapping) else None
     if saved is None:
         raise CheckpointMismatchError(
@@ -147,15 +150,19 @@ def vote_histograms(
     device = next(iter(teacher.parameters())).device
     last_save = time.monotonic()
     progress = tqdm(total=total, initial=done, desc="CAT-RS teacher votes", unit="img", mininterval=1.0)
-    for index in range(done, total):
-        image = images[index][0]
-        generator = make_generator(device, seed, index)
-        counts = smooth.sample_counts(image, num_samples, batch_size, generator)
-        table[index] = torch.as_tensor(counts, dtype=torch.float32) / num_samples
-        progress.update(1)
-        if checkpoint is not None and time.monotonic() - last_save > SAVE_EVERY_SECONDS:
+    together = max(1, batch_size // num_samples)  # small N: several images per forward pass, each its own noise
+    for first in range(done, total, together):
+        indices = range(first, min(first + together, total))
+        xs = torch.stack([images[index][0] for index in indices])
+        generators = [make_generator(device, seed, index) for index in indices]
+        counts = smooth.sample_counts_batch(xs, num_samples, batch_size, generators)
+        table[first : indices.stop] = torch.as_tensor(counts, dtype=torch.float32) / num_samples
+        progress.update(len(indices))
+        stopping = stop_requested() is not None  # a stop signal: save the rows so far, then stop (rsbench.stop)
+        if checkpoint is not None and (stopping or time.monotonic() - last_save > SAVE_EVERY_SECONDS):
             _save_atomic({"soft_labels": table}, checkpoint)
             last_save = time.monotonic()
+        raise_if_stop_requested()
     progress.close()
     return table
 
