@@ -110,6 +110,7 @@ def plan_teacher(cfg: DictConfig) -> TeacherRun | None:
     overrides = tuple(
         [arg for arg in _student_overrides() if (override_key(arg) or "").split(".")[0] not in STUDENT_ONLY]
         + list(TEACHER_OVERRIDES)
+        + _student_schedule(cfg)
     )
     with _hydra():
         teacher = compose("config", overrides=[*overrides, *_search_path()])
@@ -120,6 +121,20 @@ def plan_teacher(cfg: DictConfig) -> TeacherRun | None:
     directory = Path(cfg.teacher_dir).expanduser() / str(teacher.dataset.name) / name
     OmegaConf.update(teacher, "output_dir", str(directory))
     return TeacherRun(teacher, overrides, directory)
+
+
+def _student_schedule(cfg: DictConfig) -> list[str]:
+    """The student's epochs and milestones, which a method's own recipe may set (``conf/method_recipe/``).
+
+    The authors train the teacher with the student's schedule: CAT-RS on MNIST runs 150 epochs with drops at 51 and
+    101 (``catrs_mnist``), and so did its teacher (``train_cohen.py mnist lenet --lr_step_size 50 --epochs 150``);
+    composing ``method=gaussian`` alone would give the 90-epoch MNIST recipe.
+    """
+    schedule = [f"trainer.max_epochs={cfg.trainer.max_epochs}"]
+    milestones = OmegaConf.select(cfg, "scheduler.milestones")
+    if milestones is not None:
+        schedule.append(f"scheduler.milestones=[{','.join(str(int(m)) for m in milestones)}]")
+    return schedule
 
 
 def _student_overrides() -> list[str]:

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from rsbench.certify.records import read_rows
+from rsbench.pretrain import plan_teacher
 from rsbench.run import run
 from tests.conftest import QUIET, ROOT, compose_config
 
@@ -388,3 +389,13 @@ def test_the_installed_command_with_the_users_own_configs(tmp_path: Path) -> Non
     )
     assert result.returncode == 0, result.stderr
     assert json.loads((user / "run" / "metrics.json").read_text())["method"] == "mine"
+
+
+def test_the_teacher_is_trained_with_the_students_schedule(make_cfg) -> None:
+    """CAT-RS's MNIST recipe (150 epochs, drops at 51 and 101) comes from its method recipe; the authors trained the
+    sigma = 0.25 teacher with the same schedule, which method=gaussian alone would not give (90 epochs)."""
+    teacher = plan_teacher(make_cfg("method=catrs", "dataset=mnist", "sigma=0.5"))
+    assert teacher is not None
+    assert (teacher.cfg.method._target_, teacher.cfg.sigma) == ("rsbench.methods.GaussianAugmentation", 0.25)
+    assert (teacher.cfg.trainer.max_epochs, list(teacher.cfg.scheduler.milestones)) == (150, [51, 101])
+    assert teacher.cfg.dataset.name == "mnist"
