@@ -249,13 +249,13 @@ def test_a_sweep_runs_every_job_and_lists_the_failed_ones(tmp_path: Path) -> Non
     assert result.returncode == 1, result.stderr  # a job failed
     assert "Traceback" not in result.stdout + result.stderr
     with (sweep / "sweep_summary.tsv").open() as file:
-        jobs = {row["job"]: row for row in csv.DictReader(file, delimiter="\t")}
+        jobs = {row["job"].split("_")[0]: row for row in csv.DictReader(file, delimiter="\t")}  # "<n>_<overrides>"
     assert jobs["0"]["status"] == "failed"
     assert "certify.alpha=2" in jobs["0"]["overrides"]
     assert "alpha must be in (0, 1)" in jobs["0"]["error"]
     assert jobs["1"]["status"] == "completed"  # the job after the failure ran
     assert float(jobs["1"]["objective"]) == pytest.approx(
-        json.loads((sweep / "1" / "metrics.json").read_text())["acr"], rel=1e-5
+        json.loads((sweep / jobs["1"]["job"] / "metrics.json").read_text())["acr"], rel=1e-5
     )
     assert "1 of 2 jobs completed" in result.stdout + result.stderr
 
