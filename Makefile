@@ -42,5 +42,5 @@ typecheck: ## mypy on the package
 bench: ## Certification throughput against the forward pass, Cohen's loop and ART (pip install -e '.[bench]')
 	$(PYTHON) -m rsbench.bench.certify_throughput
 
-clean: ## Remove run outputs and caches (not .venv, not data/)
-	rm -rf outputs multirun wandb .pytest_cache .ruff_cache .mypy_cache
+clean: ## Remove run outputs, build files and caches (not .venv, data/ or teachers/)
+	rm -rf outputs multirun wandb build dist rsbench.egg-info .pytest_cache .ruff_cache .mypy_cache

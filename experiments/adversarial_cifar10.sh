@@ -24,4 +24,5 @@ python -m rsbench -m method=smoothmix method.one_step=false,true dataset=cifar10
   hydra.sweep.dir="$SWEEP/smoothmix" "$@"
 python -m rsbench -m method=catrs method.teacher_ckpt="$TEACHER" dataset=cifar10 sigma=0.25,0.5,1.0 trainer=gpu \
   hydra.sweep.dir="$SWEEP/catrs" "$@"
-python -m rsbench.table "$SWEEP/smoothadv" "$SWEEP/smoothmix" "$SWEEP/catrs" --radii 0 0.25 0.5 0.75 1 1.5 2
+python -m rsbench.report "$SWEEP/smoothadv" "$SWEEP/smoothmix" "$SWEEP/catrs" --radii 0 0.25 0.5 0.75 1 1.5 2 \
+  --out "$SWEEP/report"

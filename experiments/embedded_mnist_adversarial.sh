@@ -21,5 +21,5 @@ python -m rsbench -m experiment=mnist_study method=smoothmix method.one_step=tru
   hydra.sweep.dir="$SWEEP/smoothmix_one_step" "$@"
 python -m rsbench -m experiment=mnist_study method=catrs method.teacher_ckpt="$TEACHER" method.teacher_num_samples=1000 \
   sigma=0.5,1.0 hydra.sweep.dir="$SWEEP/catrs" "$@"
-python -m rsbench.table "$SWEEP/gaussian" "$SWEEP/smoothadv" "$SWEEP/smoothmix" "$SWEEP/smoothmix_one_step" \
-  "$SWEEP/catrs" --radii 0 0.5 1 1.5 2 2.5
+python -m rsbench.report "$SWEEP/gaussian" "$SWEEP/smoothadv" "$SWEEP/smoothmix" "$SWEEP/smoothmix_one_step" \
+  "$SWEEP/catrs" --radii 0 0.5 1 1.5 2 2.5 --baseline gaussian --out "$SWEEP/report"

@@ -4,4 +4,4 @@
 set -euo pipefail
 SWEEP=${SWEEP:-multirun/embedded_mnist_gaussian}
 python -m rsbench -m method=gaussian sigma=0.25,0.5,1.0 hydra.sweep.dir="$SWEEP" "$@"
-python -m rsbench.table "$SWEEP" --radii 0 0.25 0.5 0.75 1 1.5 2
+python -m rsbench.report "$SWEEP" --radii 0 0.25 0.5 0.75 1 1.5 2 --out "$SWEEP/report"

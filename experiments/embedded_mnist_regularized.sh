@@ -8,4 +8,4 @@ set -euo pipefail
 SWEEP=${SWEEP:-multirun/embedded_mnist_regularized}
 python -m rsbench -m experiment=mnist_study method=gaussian,stability,consistency,macer sigma=0.5,1.0 \
   hydra.sweep.dir="$SWEEP" "$@"
-python -m rsbench.table "$SWEEP" --radii 0 0.5 1 1.5 2 2.5
+python -m rsbench.report "$SWEEP" --radii 0 0.5 1 1.5 2 2.5 --baseline gaussian --out "$SWEEP/report"

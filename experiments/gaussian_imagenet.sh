@@ -4,4 +4,4 @@
 set -euo pipefail
 SWEEP=${SWEEP:-multirun/gaussian_imagenet}
 python -m rsbench -m experiment=cohen2019_imagenet sigma=0.25,0.5,1.0 trainer=gpu hydra.sweep.dir="$SWEEP" "$@"
-python -m rsbench.table "$SWEEP" --radii 0 0.5 1 1.5 2 2.5 3
+python -m rsbench.report "$SWEEP" --radii 0 0.5 1 1.5 2 2.5 3 --out "$SWEEP/report"

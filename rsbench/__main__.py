@@ -1,40 +1,44 @@
-"""``python -m rsbench [overrides]``: train and certify, configured by Hydra (see ``--help`` and ``--cfg job``)."""
+"""``python -m rsbench [overrides]`` and the ``rsbench`` command: train and certify, configured by Hydra.
+
+``--help`` lists the options, ``--cfg job`` prints the composed config (``--resolve`` with the looked-up values),
+``resume=<run dir>`` continues a stopped run. Nothing heavy is imported before Hydra has parsed the command, so
+queries answer at once and a run re-executes itself for the fast allocator before torch is loaded.
+"""
 
 from __future__ import annotations
 
-import logging
 import sys
-import warnings
 
 import hydra
-from hydra.errors import InstantiationException
 from omegaconf import DictConfig
-from omegaconf.errors import InterpolationResolutionError
 
 from rsbench.allocator import reexec_with_fast_allocator
-from rsbench.errors import RsbenchError
+from rsbench.cli import HELP_FLAGS, config_dir, expand_resume, is_query, share_config_store
+from rsbench.errors import ConfigError
 
-log = logging.getLogger("rsbench")
 
-
-@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
-def main(cfg: DictConfig) -> float | None:
-    """Train and certify as ``cfg`` says; return the sweep objective.
-
-    Errors in the request (a bad value, a missing dataset, a checkpoint that does not fit) end the run with their
-    message and exit status 2, without a traceback; files already written (checkpoints, certify.tsv) are kept.
-    """
-    from rsbench.run import run
-
-    # A deprecation inside Lightning's own pytree helpers, not actionable by users.
-    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
+def main() -> None:
+    """The command: expand ``resume=``, re-execute for the fast allocator when running a job, then run Hydra."""
+    arguments = sys.argv[1:]
+    if not is_query(arguments):
+        reexec_with_fast_allocator("rsbench")
+    elif HELP_FLAGS.intersection(arguments):
+        share_config_store()
     try:
-        return run(cfg)
-    except (RsbenchError, InstantiationException, InterpolationResolutionError) as error:
-        log.error("%s", error)
-        sys.exit(2)
+        sys.argv[1:] = expand_resume(arguments)
+    except ConfigError as error:
+        print(f"rsbench: error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    hydra_main()
+
+
+@hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="config")
+def hydra_main(cfg: DictConfig) -> float | None:
+    """One job of Hydra (a run, or one point of a sweep): see :func:`rsbench.job.job`."""
+    from rsbench.job import job
+
+    return job(cfg)
 
 
 if __name__ == "__main__":
-    reexec_with_fast_allocator("rsbench")
     main()

@@ -2,7 +2,7 @@
 
 On CPU, large batches then run 1.4-2.4x slower (every forward pass page-faults its activations back in). Raising
 glibc's mmap and trim thresholds keeps freed memory in the process. glibc reads ``GLIBC_TUNABLES`` only when a
-process starts, so the entry point re-executes itself once with it set.
+process starts, so the entry point re-executes itself once with it set, before it imports anything heavy.
 """
 
 from __future__ import annotations
@@ -23,13 +23,17 @@ def wants_fast_allocator(environ: dict[str, str] | os._Environ[str] = os.environ
 
 
 def reexec_with_fast_allocator(module: str) -> None:
-    """Replace this process by ``python -m <module> <same args>`` with ``GLIBC_TUNABLES`` set (no-op if unwanted).
+    """Replace this process by itself (same command, same arguments) with ``GLIBC_TUNABLES`` set (no-op if unwanted).
 
+    ``python -m <module>`` re-executes as ``python -m <module>``; an installed console script (whose ``__main__``
+    is the script, not a module) re-executes the script itself, so it keeps importing the installed package.
     Set ``RSBENCH_KEEP_ALLOCATOR=1`` (or any ``GLIBC_TUNABLES``) to keep the allocator as it is.
     """
     if not wants_fast_allocator():
         return
     env = {**os.environ, "GLIBC_TUNABLES": GLIBC_TUNABLES}
+    script = getattr(sys.modules.get("__main__"), "__spec__", None) is None and os.path.isfile(sys.argv[0])
+    command = [sys.argv[0]] if script else ["-m", module]
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, "-m", module, *sys.argv[1:]], env)
+    os.execve(sys.executable, [sys.executable, *command, *sys.argv[1:]], env)

@@ -76,8 +76,21 @@ class NoiseMixin:
             generator: the random stream to draw from; the global one when ``None``.
         """
         sigma = self.sigma if sigma is None else sigma
-        noise = torch.randn(like.shape, dtype=noise_dtype(like.dtype), device=like.device, generator=generator)
+        noise = self.standard_normal(like, generator)
         return noise.mul_(_broadcastable(sigma, noise))
+
+    def standard_normal(self, like: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """Return a fresh ``N(0, I)`` draw with the shape and device of ``like``, in :func:`noise_dtype` of its dtype.
+
+        The one source of every training method's noise: :meth:`sample_noise` (and through it :meth:`add_noise`,
+        :meth:`noise_copies` and :meth:`noisy_copies`) scales this draw by sigma. The golden tests override it to
+        feed in the draws the authors' code used, so sigma, per-example sigma and the copy layout stay under test.
+
+        Args:
+            like: the tensor whose shape and device the draw takes (its values are not read).
+            generator: the random stream to draw from; the global one when ``None``.
+        """
+        return torch.randn(like.shape, dtype=noise_dtype(like.dtype), device=like.device, generator=generator)
 
     def add_noise(
         self,

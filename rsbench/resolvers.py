@@ -14,11 +14,12 @@ cover fails with a message naming the key, the values and what to set instead.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from omegaconf import Node, OmegaConf
 
+from rsbench import naming
 from rsbench.errors import ConfigError
 
 
@@ -69,3 +70,16 @@ def _where(node: Node | None) -> str:
 def register_resolvers() -> None:
     """Register rsbench's resolvers with OmegaConf (idempotent)."""
     OmegaConf.register_new_resolver("rs.lookup", lookup, replace=True)
+    # Run names from the task overrides (rsbench/naming.py): sweep folders, W&B names, groups and tags.
+    OmegaConf.register_new_resolver("rs.job_dir", lambda num, o: naming.job_dirname(int(num), list(o)), replace=True)
+    for name, function in (
+        ("rs.run_name", naming.run_name),
+        ("rs.group_name", naming.group_name),
+        ("rs.run_tags", naming.run_tags),
+    ):
+        OmegaConf.register_new_resolver(name, _with_override_list(function), replace=True)
+
+
+def _with_override_list(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function(method, dataset, sigma, overrides)`` taking Hydra's override ListConfig as a list of strings."""
+    return lambda method, dataset, sigma, overrides: function(str(method), str(dataset), sigma, list(overrides))

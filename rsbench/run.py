@@ -1,9 +1,16 @@
-"""``run(cfg)``: build everything from the composed config, train, certify, and return the sweep objective."""
+"""``run(cfg)``: build everything from the composed config, train, certify, and return the sweep objective.
+
+Everything that can be checked is checked before anything is written (settings, checkpoints, the dataset, the
+objects the config describes); only then does ``on_ready`` mark the directory as this run's. A directory that
+already holds the run continues it: training from ``checkpoints/last.ckpt`` when it did not finish, straight to
+certification when it did, and certification after its last written row.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +19,15 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.loggers import Logger, WandbLogger
+from pytorch_lightning.utilities.seed import isolate_rng
 
+from rsbench.callbacks.stop import StopOnRequest
+from rsbench.checkpoints import checkpoint_file, finished_training, load_checkpoint
 from rsbench.errors import ConfigError
-from rsbench.loading import load_weights_only
+from rsbench.loggers import wandb_run_id
 from rsbench.noise import check_sigma
+from rsbench.pretrain import plan_teacher
+from rsbench.stop import raise_if_stop_requested
 
 log = logging.getLogger(__name__)
 
@@ -34,12 +46,33 @@ def check_config(cfg: DictConfig) -> None:
         raise ConfigError(f"test_ckpt must be 'best' or 'last', got {cfg.test_ckpt!r}")
     if not cfg.train and not cfg.test:
         raise ConfigError("train=false and test=false leave nothing to do")
+    teacher = cfg.method.get("teacher_ckpt")
+    if teacher and not Path(teacher).expanduser().is_file():
+        raise ConfigError(f"method.teacher_ckpt={teacher!r} is not a file")
+    chunks, batch = cfg.method.get("steps_per_batch", 1), cfg.dataset.batch_size
+    if isinstance(chunks, int) and isinstance(batch, int) and batch < chunks:
+        raise ConfigError(
+            f"dataset.batch_size={batch} cannot be cut into method.steps_per_batch={chunks} chunks (one optimizer "
+            "step per chunk): raise dataset.batch_size"
+        )
 
 
 def build_loggers(cfg: DictConfig) -> list[Logger]:
-    """Instantiate every logger under ``cfg.logger`` (none when the group is empty)."""
+    """Instantiate every logger under ``cfg.logger`` (none when the group is empty).
+
+    A W&B logger without an explicit ``id`` gets the run directory's own id and ``resume="allow"``, so a resumed
+    run continues its W&B run instead of starting a second one.
+    """
     nodes: Mapping[str, Any] = cfg.get("logger") or {}
-    return [instantiate(node) for node in nodes.values() if node]
+    loggers = []
+    for node in nodes.values():
+        if not node:
+            continue
+        extra: dict[str, Any] = {}
+        if str(node.get("_target_", "")).endswith("WandbLogger") and not node.get("id"):
+            extra = {"id": wandb_run_id(Path(cfg.output_dir)), "resume": "allow"}
+        loggers.append(instantiate(node, **extra))
+    return loggers
 
 
 def build_callbacks(cfg: DictConfig) -> list[pl.Callback]:
@@ -48,43 +81,110 @@ def build_callbacks(cfg: DictConfig) -> list[pl.Callback]:
     return [instantiate(cfg.certify), *(instantiate(node) for node in nodes.values() if node)]
 
 
-def run(cfg: DictConfig) -> float | None:
+def run(cfg: DictConfig, on_ready: Callable[[], None] | None = None) -> float | None:
     """Train (unless ``train=false``), then certify the best (or given) checkpoint on the test split.
+
+    Args:
+        cfg: the composed config.
+        on_ready: called once every check has passed, just before the first file is written.
 
     Returns:
         The value of ``cfg.optimized_metric`` (``certify/acr`` by default) for Hydra sweepers, or ``None``.
     """
     check_config(cfg)
+    teacher = plan_teacher(cfg) if cfg.train else None
     pl.seed_everything(cfg.seed, workers=True)
     datamodule = instantiate(cfg.dataset)
     net = instantiate(cfg.arch)
     scheduler = instantiate(cfg.scheduler) if cfg.get("scheduler") else None
-    module = instantiate(cfg.method, net=net, optimizer=instantiate(cfg.optimizer), scheduler=scheduler)
-    if cfg.ckpt_path:
-        checkpoint = load_weights_only(cfg.ckpt_path)  # tensors and plain values only: no code runs from the file
-        module.check_checkpoint(checkpoint, cfg.ckpt_path)
-        if not cfg.train:
-            module.load_state_dict(checkpoint["state_dict"])  # strict: every weight must be there
+    method_extra = {"teacher_ckpt": str(teacher.checkpoint)} if teacher is not None else {}
+    module = instantiate(cfg.method, net=net, optimizer=instantiate(cfg.optimizer), scheduler=scheduler, **method_extra)
     callbacks = build_callbacks(cfg)
+    start = _starting_point(cfg, module, callbacks, cfg.trainer.get("max_epochs"))
     loggers = build_loggers(cfg)
-    trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=[*callbacks, StopOnRequest()], logger=loggers or False)
+    datamodule.prepare_data()  # a missing dataset stops here, before anything is written
+    log.info("%s", describe_method(cfg, method_extra))
+    if on_ready is not None:
+        on_ready()
+    if teacher is not None and start.train:
+        with isolate_rng():  # training the teacher now or reusing it leaves the same random state for this run
+            teacher.ensure()
     hyperparameters = OmegaConf.to_container(cfg, resolve=True)
     for logger in loggers:
         logger.log_hyperparams(hyperparameters)  # type: ignore[arg-type]
     try:
-        test_ckpt = None  # train=false: the weights loaded above
-        if cfg.train:
-            trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path, weights_only=True)
+        test_ckpt = start.test_ckpt
+        if start.train:
+            _stoppable(trainer.fit, module, datamodule=datamodule, ckpt_path=start.fit_ckpt, weights_only=True)
             test_ckpt = _trained_checkpoint(trainer, cfg.test_ckpt)
         if cfg.test:
             log.info("testing and certifying %s", test_ckpt or cfg.ckpt_path or "the final weights")
-            trainer.test(module, datamodule=datamodule, ckpt_path=test_ckpt, weights_only=True)
+            _stoppable(trainer.test, module, datamodule=datamodule, ckpt_path=test_ckpt, weights_only=True)
         value = trainer.callback_metrics.get(cfg.optimized_metric)
         return float(value) if value is not None else None
     finally:
         for logger in loggers:
-            if isinstance(logger, WandbLogger):
+            if isinstance(logger, WandbLogger) and logger._experiment is not None:  # (never start a run to end it)
                 logger.experiment.finish()  # each multirun job is its own W&B run
+
+
+@dataclass(frozen=True)
+class Start:
+    """Where a run starts.
+
+    Attributes:
+        train: whether to (continue to) train.
+        fit_ckpt: the checkpoint training continues from (``None``: from scratch).
+        test_ckpt: without training, the checkpoint to test and certify (``None``: the weights in memory).
+    """
+
+    train: bool
+    fit_ckpt: str | None = None
+    test_ckpt: str | None = None
+
+
+def _starting_point(
+    cfg: DictConfig, module: pl.LightningModule, callbacks: list[pl.Callback], max_epochs: int | None
+) -> Start:
+    """Continue what the run directory holds: from ``last.ckpt`` if training did not finish, else to certification.
+
+    Without a ``last.ckpt``, training starts from ``ckpt_path`` (or from scratch); ``train=false`` loads
+    ``ckpt_path``. Every checkpoint used is read once here, so a damaged one stops the run before any work.
+    """
+    if cfg.ckpt_path:
+        advice = "pass another checkpoint (a run's checkpoints/best.ckpt or last.ckpt)"
+        checkpoint = load_checkpoint(cfg.ckpt_path, f"ckpt_path={cfg.ckpt_path}", advice)
+        module.check_checkpoint(checkpoint, cfg.ckpt_path)  # type: ignore[operator]
+        if not cfg.train:
+            module.load_state_dict(checkpoint["state_dict"])  # strict: every weight must be there
+            return Start(train=False)
+    last = checkpoint_file(callbacks, "last")
+    if last is None or not last.is_file():
+        return Start(train=True, fit_ckpt=cfg.ckpt_path or None)
+    origin = cfg.ckpt_path or "scratch"
+    state = load_checkpoint(last, str(last), f"restore it, or move {last.parent} away to train again from {origin}")
+    epoch = int(state.get("epoch", -1)) + 1
+    if not finished_training(state, max_epochs):
+        log.info("continuing training at epoch %d of %s from %s", epoch + 1, max_epochs, last)
+        return Start(train=True, fit_ckpt=str(last))
+    log.info("training finished earlier (%d epochs, %s): going straight to testing and certification", epoch, last)
+    test_ckpt = checkpoint_file(callbacks, cfg.test_ckpt)
+    if test_ckpt is None or not test_ckpt.is_file():
+        raise ConfigError(
+            f"training finished, but its {cfg.test_ckpt} checkpoint {test_ckpt} is missing: use test_ckpt=last"
+        )
+    load_checkpoint(test_ckpt, str(test_ckpt), "certify the other one (test_ckpt=best or last), or restore it")
+    return Start(train=False, test_ckpt=str(test_ckpt))
+
+
+def _stoppable(method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call ``trainer.fit``/``test``; Lightning's own SIGTERM exit (a ``SystemExit``) becomes ``StopRequested``."""
+    try:
+        return method(*args, **kwargs)
+    except SystemExit:
+        raise_if_stop_requested()
+        raise
 
 
 def _trained_checkpoint(trainer: pl.Trainer, which: str) -> str | None:
@@ -103,3 +203,25 @@ def _trained_checkpoint(trainer: pl.Trainer, which: str) -> str | None:
         log.warning("no %s checkpoint was saved: certifying the weights at the end of training", which)
         return None
     return str(path)
+
+
+def describe_method(cfg: DictConfig, given: Mapping[str, Any] | None = None) -> str:
+    """One line with the chosen method's resolved hyperparameters (``--cfg job --resolve`` shows the same).
+
+    ``*`` marks the authors' published values that a lookup picked for this dataset and sigma; ``given`` are values
+    passed to the method besides its config (the teacher rsbench trained).
+    """
+    raw = OmegaConf.to_container(cfg.method, resolve=False)
+    assert isinstance(raw, dict)
+    shown = []
+    for key, value in raw.items():
+        if key in ("_target_", "sigma", "allow_sigma_mismatch"):
+            continue
+        looked_up = isinstance(value, str) and "rs.lookup" in value
+        value = (given or {}).get(str(key), cfg.method[key])
+        shown.append(f"{key!s}={value}{'*' if looked_up else ''}")
+    method = str(cfg.method._target_).rsplit(".", 1)[-1]
+    line = f"{method} on {cfg.dataset.name} at sigma={cfg.sigma}: {', '.join(shown) or 'no hyperparameters'}"
+    if any(value.endswith("*") for value in shown):
+        line += f" (* = the authors' published value for {cfg.dataset.get('family', cfg.dataset.name)} at this sigma)"
+    return line

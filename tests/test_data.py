@@ -239,7 +239,7 @@ def imagenet_files(tmp_path_factory: pytest.TempPathFactory) -> Generated:
 
 @pytest.fixture
 def offline(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Make every torchvision download fail as it does without network; returns the URLs that were tried."""
+    """Make every torchvision download fail as it does when the connection breaks; returns the URLs tried."""
     tried: list[str] = []
 
     def refuse(url, *args, **kwargs):
@@ -257,6 +257,7 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> list[str]:
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, refuse)
     monkeypatch.setattr(urllib.request, "urlopen", refuse)
+    monkeypatch.setattr(sources, "unreachable", lambda url: None)  # the server seems to answer; the download fails
     return tried
 
 
@@ -401,6 +402,23 @@ def test_missing_dataset_with_failing_download_says_where_to_put_files(source, l
     assert "offline" in message
     assert offline, "the download must have been attempted (and refused by the offline fixture)"
     assert isinstance(raised.value, FileNotFoundError)
+
+
+@pytest.mark.parametrize(("source", "layout"), MISSING)
+def test_missing_dataset_without_network_is_not_downloaded(source, layout, tmp_path, offline, monkeypatch):
+    """Where the server cannot be reached (no DNS, a firewall), no download is started: it could hang for minutes."""
+    checked: list[str] = []
+
+    def unreachable(url: str) -> str:
+        checked.append(url)
+        return "could not resolve the host within 5 s"
+
+    monkeypatch.setattr(sources, "unreachable", unreachable)
+    with pytest.raises(DatasetUnavailableError, match="cannot be downloaded: could not resolve") as raised:
+        source(tmp_path, True, None, download=True)
+    assert layout in str(raised.value)
+    assert checked[0].startswith("http")
+    assert offline == []  # no download was attempted
 
 
 @pytest.mark.parametrize(("source", "layout"), MISSING)

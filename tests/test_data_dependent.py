@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -12,9 +13,10 @@ from numpy.polynomial.hermite_e import hermegauss
 from scipy.stats import norm
 from torch import nn
 
+from rsbench.certify import sigma_search
 from rsbench.certify.data_dependent import SigmaSearch, memory_replay
 from rsbench.certify.records import CertificationRow, read_rows
-from rsbench.certify.sigma_search import optimize_sigma, radius_proxy
+from rsbench.certify.sigma_search import optimize_sigma, paper_search, radius_proxy
 from rsbench.run import run
 from tests.conftest import QUIET, compose_config
 
@@ -88,6 +90,57 @@ def test_sigma_search_is_batched_per_input_and_leaves_parameters_alone() -> None
     assert torch.equal(optimize_sigma(model, xs, 0.3, iterations=0, lr=0.02, samples=1), torch.tensor([0.3, 0.3]))
 
 
+class TieAtQuarter(nn.Module):
+    """Logits (z_1, z_0 - 0.25, -1) of a two-pixel image z. At x = (0.25, 0.25) with noise sigma * (1, 0) and
+    sigma = 0.25, the first two logits are both exactly 0.25 (every number here is a binary fraction), so the top two
+    scores tie and the radius proxy is exactly 0, while only the second logit moves with sigma (d/dsigma = 1)."""
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        z = z.flatten(1)
+        return torch.stack([z[:, 1], z[:, 0] - 0.25, torch.full_like(z[:, 0], -1.0)], dim=1)
+
+
+def test_relu_objective_drops_the_gradient_where_the_radius_is_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sigma_search.torch, "randn", lambda shape, **_: torch.tensor([1.0, 0.0]).view(shape))
+    x, sigma, lr = torch.full((1, 1, 1, 2), 0.25), 0.25, 0.1
+
+    def one_step(objective: str) -> float:
+        return float(optimize_sigma(TieAtQuarter(), x, sigma, iterations=1, lr=lr, samples=1, objective=objective)[0])
+
+    # R = sigma / 2 * (Phi^-1(p_a) - Phi^-1(p_b)) with p_a = p_b = p = 1 / (2 + e^-1.25): R = 0, and
+    # dR/dsigma = sigma / 2 * (+-) (dp_b - dp_a) / phi(Phi^-1(p)) with dp_b - dp_a = p (1 - p) + p^2 = p
+    # (the sign depends on which of the tied classes topk lists first).
+    p = 1 / (2 + math.exp(-1.25))
+    step = lr * sigma / 2 * p / norm.pdf(norm.ppf(p))
+    assert abs(one_step("radius") - sigma) == pytest.approx(step, rel=1e-4)
+    assert one_step("relu_radius") == pytest.approx(sigma, abs=1e-12)  # relu(R) has no gradient at R = 0
+
+
+def test_relu_objective_agrees_with_the_radius_where_it_is_positive() -> None:
+    x = torch.full((1, 1, 4), 0.5)
+
+    def search(objective: str) -> torch.Tensor:
+        generator = torch.Generator().manual_seed(0)
+        return optimize_sigma(
+            Slab(x), x, 0.1, iterations=20, lr=0.02, samples=64, generator=generator, objective=objective
+        )
+
+    assert torch.allclose(search("relu_radius"), search("radius"), rtol=0, atol=1e-7)
+    with pytest.raises(ValueError, match=r"objective must be one of \['radius', 'relu_radius'\], got 'hinge'"):
+        search("hinge")
+
+
+def test_certification_search_takes_the_papers_n_and_objective_for_the_models_method() -> None:
+    assert paper_search("macer") == paper_search("ddrs_macer") == (8, "radius")
+    assert paper_search("smoothadv") == paper_search("ddrs_smoothadv") == (1, "relu_radius")
+    assert paper_search("gaussian") == paper_search("consistency") == (1, "radius")
+    assert SigmaSearch().for_method("ddrs_macer") == SigmaSearch(samples=8, objective="radius")
+    explicit = SigmaSearch(samples=64, objective="radius")
+    assert explicit.for_method("smoothadv") == explicit  # explicit settings win
+    with pytest.raises(ValueError, match="sigma_objective must be one of"):
+        SigmaSearch(objective="hinge")
+
+
 def test_sigma_search_settings_are_checked() -> None:
     with pytest.raises(ValueError, match="sigma_init must be > 0"):
         SigmaSearch(init=0.0)
@@ -123,14 +176,21 @@ def test_memory_replay_leaves_no_overlapping_balls_of_different_classes() -> Non
         row(i, c if i % 10 else -1, r if i % 10 else 0.0) for i, (c, r) in enumerate(zip(classes, radii, strict=True))
     ]
     points = images.flatten(1).double()
-    distances = torch.cdist(points, points)
+    distances = torch.cdist(points, points, compute_mode="donot_use_mm_for_euclid_dist")
+    # The replay makes a shrunk ball touch its neighbour exactly (radius = distance - R_j), which the promise allows
+    # (open balls). This test measures distances with another kernel than the code (cdist vs vector_norm), whose
+    # float64 results differ by a few ulp (-5.6e-17 seen on an Intel CPU), so an overlap counts only beyond 1e-12:
+    # far above that rounding, far below any real overlap (naive radii overlap by up to 0.3).
+    touching = 1e-12
 
     def conflicts(records: list[CertificationRow]) -> int:
         return sum(
             1
             for i, a in enumerate(records)
             for j, b in enumerate(records[:i])
-            if -1 not in (a.predict, b.predict) and a.predict != b.predict and distances[i, j] < a.radius + b.radius
+            if -1 not in (a.predict, b.predict)
+            and a.predict != b.predict
+            and a.radius + b.radius - distances[i, j] > touching
         )
 
     assert conflicts(rows) > 10  # the naive certificates contradict each other
@@ -175,6 +235,8 @@ def test_data_dependent_modes_say_they_are_not_sound_and_report_the_sound_one_be
     assert [r.idx for r in per_input] == [r.idx for r in fixed] == list(range(8))
     assert all(r.sigma == 0.25 for r in fixed)
     assert len({r.sigma for r in per_input}) > 1  # each input got its own sigma
+    protocol = json.loads((tmp_path / "certify_protocol.json").read_text())
+    assert (protocol["sigma_search"]["samples"], protocol["sigma_search"]["objective"]) == (8, "radius")
     if sigma_mode == "memory":
         assert set(metrics["memory"]) == {"order", "memory_size", "shrunk", "switched"}
         assert (tmp_path / "certify_data_dependent.tsv").exists()

@@ -18,6 +18,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from rsbench.archs import Classifier
+from rsbench.methods.attacks import pgd_l2_smoothed, pgd_l2_smoothed_jeong
 from rsbench.methods.base import Batch, SmoothingModule
 from rsbench.methods.consistency import ConsistencyRegularization
 from rsbench.methods.macer import MACER
@@ -89,25 +90,6 @@ def test_stability_loss_on_a_hand_checkable_case() -> None:
     assert torch.allclose(out.logits, torch.zeros(1, 2))  # accuracy is measured on the noisy logits
 
 
-def test_stability_gradient_flows_through_the_clean_target() -> None:
-    rng = np.random.default_rng(0)
-    clean, noise, y, lbd = rng.normal(size=(3, 4)), rng.normal(size=(3, 4)), np.array([0, 2, 3]), 2.0
-    module = StabilityTraining(logits_net(4), sigma=0.5, optimizer=SGD, lbd=lbd)
-    fixed_noise(module, noise)
-    outputs = record_logits(module)
-    module.training_loss(batch_of(images(clean), list(y))).loss.backward()
-    clean_logits, noisy_logits = outputs
-    p, q = softmax(clean), softmax(clean + noise)
-    onehot = np.eye(4)[y]
-    size = len(y)
-    expected_noisy = lbd / size * (q - p)
-    target_term = lbd / size * softmax_vjp(p, -np.log(q))  # present only because the target is not detached
-    expected_clean = (p - onehot) / size + target_term
-    assert np.allclose(noisy_logits.grad.numpy(), expected_noisy, atol=1e-6)
-    assert np.allclose(clean_logits.grad.numpy(), expected_clean, atol=1e-6)
-    assert np.abs(target_term).max() > 1e-2
-
-
 # ------------------------------------------------------------------------------------ Consistency regularization
 
 
@@ -127,32 +109,73 @@ def test_consistency_loss_on_a_hand_checkable_case() -> None:
     assert out.logits.shape == (2, 2)
 
 
-def test_consistency_gradient_flows_through_the_mean_prediction() -> None:
-    rng = np.random.default_rng(1)
-    size, m, classes, lbd, eta = 2, 3, 4, 10.0, 0.5
-    x, noise, y = rng.normal(size=(size, classes)), rng.normal(size=(size * m, classes)), np.array([1, 3])
-    module = ConsistencyRegularization(logits_net(classes), 0.5, SGD, num_noise=m, lbd=lbd, eta=eta)
-    fixed_noise(module, noise)
-    outputs = record_logits(module)
-    module.training_loss(batch_of(images(x), list(y))).loss.backward()
-    z = (np.repeat(x, m, axis=0) + noise).reshape(size, m, classes)  # copies grouped per image
-    p = softmax(z)
-    p_bar = p.mean(axis=1, keepdims=True)
-    log_p_bar = np.log(p_bar)
-    # d/dp_bar of lbd * mean_i KL(p_bar || p_i) + eta * H(p_bar), then through p_bar = mean_i p_i
-    g = lbd * (log_p_bar + 1 - np.log(p).mean(axis=1, keepdims=True)) - eta * (log_p_bar + 1)
-    through_target = softmax_vjp(p, g) / m
-    through_prediction = -lbd / m * (p_bar - p)  # the KL's log p_i, with p_bar held fixed
-    cross_entropy = (p - np.eye(classes)[y][:, None, :]) / (m * size)
-    expected = cross_entropy + (through_target + through_prediction) / size
-    assert np.allclose(outputs[0].grad.numpy().reshape(size, m, classes), expected, atol=1e-6)
-    assert np.abs(through_target).max() > 1e-2  # detaching p_bar would lose this part
-
-
 def test_consistency_steps_once_per_chunk_by_default() -> None:
     module = ConsistencyRegularization(logits_net(2), 0.5, SGD, num_noise=4)
     assert module.steps_per_batch == 4
     assert ConsistencyRegularization(logits_net(2), 0.5, SGD, num_noise=4, steps_per_batch=1).steps_per_batch == 1
+
+
+def consistency_loss_np(z: np.ndarray, y: int, lbd: float, eta: float) -> float:
+    """The Consistency objective on the logits ``z`` ``[m, C]`` of one image's m noisy copies (paper Eq. 7)."""
+    p = softmax(z)
+    p_bar = p.mean(axis=0)
+    kl = (p_bar * (np.log(p_bar) - np.log(p))).sum(axis=1).mean()
+    entropy = -(p_bar * np.log(p_bar)).sum()
+    return float(-np.log(p[:, y]).mean() + lbd * kl + eta * entropy)
+
+
+def test_smoothadv_consistency_loss_on_a_hand_checkable_case() -> None:
+    # With f(x) = x and two classes, every gradient of J = -log mean_i softmax_0(x' + delta_i) points along (-1, 1),
+    # so the T = 2 steps of 2 epsilon / T from x end at x* = x + epsilon * (-1, 1) / sqrt(2) (the second step is
+    # renormed back onto the ball); the clamp to [0, 1] is inactive for this x.
+    x, epsilon, lbd, eta = np.array([0.9, 0.1]), 0.5, 2.0, 0.5
+    noise = np.array([[0.3, -0.2], [-0.4, 0.1]])
+    module = ConsistencyRegularization(
+        logits_net(2), 0.5, SGD, num_noise=2, lbd=lbd, eta=eta, adversarial=True, epsilon=epsilon, num_steps=2, warmup=1
+    )
+    draws: list[torch.Tensor] = []
+
+    def sample_noise(like: torch.Tensor, sigma: object = None, generator: object = None) -> torch.Tensor:
+        draws.append(images(noise).to(like.dtype))
+        return draws[-1]
+
+    module.sample_noise = sample_noise  # type: ignore[method-assign]
+    modes: list[bool] = []
+    module.net.register_forward_hook(lambda net, inputs, output: modes.append(net.training))
+    module.train()
+    out = module.training_loss(batch_of(images([x]), [0]))
+    x_adv = x + epsilon * np.array([-1.0, 1.0]) / math.sqrt(2)
+    # the loss is the Consistency objective at x* + delta_i with the attack's own noise (drawn once per chunk)
+    assert len(draws) == 1
+    assert np.allclose(out.logits.detach().numpy(), x_adv + noise, atol=1e-6)
+    assert out.loss.item() == pytest.approx(consistency_loss_np(x_adv + noise, 0, lbd, eta), rel=1e-5)
+    assert out.terms["epsilon"].item() == epsilon
+    assert modes == [False, False, True]  # two attack steps in eval mode, then the training forward
+    assert module.training  # the attack restored the mode and the parameters' requires_grad
+    assert all(p.requires_grad for p in module.parameters())
+
+
+def test_smoothadv_consistency_warms_up_epsilon() -> None:
+    module = ConsistencyRegularization(logits_net(2), 0.5, SGD, adversarial=True, epsilon=2.0, warmup=10)
+    out = module.training_loss(batch_of(images([[0.5, 0.5]]), [0]))
+    assert out.terms["epsilon"].item() == pytest.approx(0.2)  # (epoch 0 + 1) * 2.0 / 10
+
+
+def test_consistency_attack_renorms_before_clamping() -> None:
+    # One step of 2 * epsilon along u = (-1, 1) / sqrt(2) from x = (0.1, 0.5): Jeong's order renorms the step to
+    # epsilon, x + 0.5 u = (-0.254, 0.854), then clamps: (0, 0.5 + 0.5 / sqrt(2)). Salman's order clamps x + u to
+    # (0, 1) first, then renorms (-0.1, 0.5) to 0.5: a different point.
+    net, x, labels, noise = logits_net(2), images([[0.1, 0.5]]), torch.tensor([0]), images([[0.2, -0.3]])
+    jeong = pgd_l2_smoothed_jeong(net, x, labels, noise, epsilon=0.5, num_steps=1)
+    assert np.allclose(jeong.view(2).numpy(), [0.0, 0.5 + 0.5 / math.sqrt(2)], atol=1e-6)
+    salman = pgd_l2_smoothed(net, x, labels, noise, epsilon=0.5, num_steps=1)
+    scale = 0.5 / math.hypot(0.1, 0.5)
+    assert np.allclose(salman.view(2).numpy(), [0.1 - 0.1 * scale, 0.5 + 0.5 * scale], atol=1e-6)
+
+
+def test_smoothadv_consistency_without_a_published_recipe_names_the_keys() -> None:
+    with pytest.raises(ValueError, match=r"no SmoothAdv \+ Consistency recipe .* set method\.epsilon"):
+        ConsistencyRegularization(logits_net(2), 0.5, SGD, adversarial=True, epsilon=None, num_noise=None, lbd=None)
 
 
 # ----------------------------------------------------------------------------------------------------------- MACER
@@ -255,9 +278,9 @@ def test_macer_scales_each_hinge_by_its_own_sigma() -> None:
 
 
 def test_macer_deferred_lambda_per_epoch() -> None:
-    deferred = MACER(logits_net(2), 0.5, SGD, lbd=12.0, lbd_schedule="deferred", deferred_until=2)
+    deferred = MACER(logits_net(2), 0.5, SGD, lbd=12.0, lbd_schedule="deferred", lbd_from_epoch=3)
     assert [deferred.lbd_at(epoch) for epoch in range(6)] == [0.0, 0.0, 0.0, 12.0, 12.0, 12.0]
-    constant = MACER(logits_net(2), 0.5, SGD, lbd=12.0, lbd_schedule="constant", deferred_until=2)
+    constant = MACER(logits_net(2), 0.5, SGD, lbd=12.0, lbd_schedule="constant", lbd_from_epoch=3)
     assert [constant.lbd_at(epoch) for epoch in range(3)] == [12.0, 12.0, 12.0]
 
 
@@ -273,7 +296,7 @@ class EpochLambda(pl.Callback):
 
 def test_macer_deferred_lambda_switches_on_in_training(tmp_path) -> None:
     torch.manual_seed(0)
-    module = MACER(logits_net(2), 0.5, SGD, num_noise=2, lbd=5.0, lbd_schedule="deferred", deferred_until=1)
+    module = MACER(logits_net(2), 0.5, SGD, num_noise=2, lbd=5.0, lbd_schedule="deferred", lbd_from_epoch=2)
     data = TensorDataset(torch.rand(8, 1, 1, 2), torch.randint(0, 2, (8,)), torch.arange(8))
     recorder = EpochLambda()
     quiet_trainer(tmp_path, max_epochs=4, callbacks=[recorder]).fit(module, DataLoader(data, batch_size=4))
@@ -281,7 +304,7 @@ def test_macer_deferred_lambda_switches_on_in_training(tmp_path) -> None:
 
 
 def test_macer_loss_is_the_classification_loss_while_lambda_is_zero() -> None:
-    module = MACER(logits_net(2), 0.5, SGD, num_noise=2, lbd=5.0, lbd_schedule="deferred", deferred_until=3)
+    module = MACER(logits_net(2), 0.5, SGD, num_noise=2, lbd=5.0, lbd_schedule="deferred", lbd_from_epoch=4)
     fixed_noise(module, [[0.0, 0.0], [-LN3, 0.0]])
     out = module.training_loss(batch_of(images([[LN3, 0.0]]), [0]))
     assert out.loss.item() == pytest.approx(-math.log(0.625 + 1e-10), rel=1e-6)
@@ -305,8 +328,8 @@ def test_macer_loss_is_the_classification_loss_while_lambda_is_zero() -> None:
         (MACER, {"beta": -16.0}, r"method\.beta .* > 0, got -16\.0"),
         (MACER, {"lbd": float("inf")}, r"method\.lbd .* >= 0, got inf"),
         (MACER, {"lbd_schedule": "linear"}, r"lbd_schedule must be one of \['constant', 'deferred'\], got 'linear'"),
-        (MACER, {"deferred_until": -1}, r"method\.deferred_until .* got -1"),
-        (MACER, {"lbd_schedule": "deferred"}, r"scheduler has none: set method\.deferred_until=<epoch>"),
+        (MACER, {"lbd_from_epoch": -1}, r"method\.lbd_from_epoch .* got -1"),
+        (MACER, {"lbd_schedule": "deferred"}, r"scheduler has none: set method\.lbd_from_epoch=<epoch>"),
     ],
 )
 def test_bad_hyperparameters_fail_fast_naming_the_key(cls: type, kwargs: dict[str, Any], match: str) -> None:
@@ -322,6 +345,7 @@ def test_bad_hyperparameters_fail_fast_naming_the_key(cls: type, kwargs: dict[st
     [
         (StabilityTraining, {"lbd": 2.0}, 1),
         (ConsistencyRegularization, {"num_noise": 2, "lbd": 10.0}, 2),  # one step per chunk
+        (ConsistencyRegularization, {"num_noise": 2, "lbd": 1.0, "adversarial": True, "num_steps": 2}, 2),
         (MACER, {"num_noise": 4, "lbd": 12.0}, 1),
     ],
 )
@@ -340,40 +364,42 @@ def test_one_training_batch_runs_and_changes_the_weights(tmp_path, cls: type, kw
 
 # ------------------------------------------------------------------------------------------------ configs, presets
 
-PUBLISHED = {
-    # (method, dataset family) -> {sigma: {attribute: value}}
-    ("stability", "mnist"): {s: {"lbd": 2.0} for s in (0.25, 0.5, 1.0)},
-    ("stability", "cifar10"): {0.25: {"lbd": 2.0}, 0.5: {"lbd": 2.0}, 1.0: {"lbd": 1.0}},
-    ("consistency", "mnist"): {
-        s: {"lbd": lbd, "eta": 0.5, "num_noise": 2, "steps_per_batch": 2}
-        for s, lbd in ((0.25, 10.0), (0.5, 5.0), (1.0, 5.0))
-    },
-    ("consistency", "cifar10"): {
-        s: {"lbd": lbd, "eta": 0.5, "num_noise": 2, "steps_per_batch": 2}
-        for s, lbd in ((0.25, 20.0), (0.5, 10.0), (1.0, 10.0))
-    },
-    ("macer", "mnist"): {
-        s: {"lbd": lbd, "num_noise": 16, "gamma": 8.0, "beta": 16.0, "lbd_schedule": "deferred", "deferred_until": 10}
-        for s, lbd in ((0.25, 16.0), (0.5, 16.0), (1.0, 6.0))
-    },
-    ("macer", "cifar10"): {
-        s: {"lbd": lbd, "num_noise": 16, "gamma": 8.0, "beta": 16.0, "lbd_schedule": schedule, "deferred_until": 50}
-        for s, lbd, schedule in ((0.25, 12.0, "constant"), (0.5, 4.0, "constant"), (1.0, 12.0, "deferred"))
-    },
-}
+# The published values themselves are checked against the authors' own commands in tests/test_published_recipes.py.
 
 
 @pytest.mark.parametrize("method", ["stability", "consistency", "macer"])
 @pytest.mark.parametrize("dataset", ["mnist_embedded", "cifar10"])
-def test_method_config_gives_the_published_values(make_cfg, method: str, dataset: str) -> None:
+@pytest.mark.parametrize("sigma", [0.25, 0.5, 1.0])
+def test_method_config_builds_the_method(make_cfg, method: str, dataset: str, sigma: float) -> None:
+    cfg = make_cfg(f"method={method}", f"dataset={dataset}", f"sigma={sigma}")
+    net = Classifier("tiny", nn.Sequential(nn.Flatten(), nn.Linear(4, 10)), {"kind": "identity"})
+    module = instantiate(cfg.method, net=net, optimizer=instantiate(cfg.optimizer))
+    assert (module.method_name, module.sigma) == (method, sigma)
+
+
+SMOOTHADV_CONSISTENCY = {
+    # dataset family -> {sigma: (epsilon, m, lambda)}: the released salman_<eps*256>_10_10/num_<m>/lbd_<lambda> logs
+    "cifar10": {0.25: (255 / 256, 4, 2.0), 0.5: (2.0, 2, 1.0), 1.0: (2.0, 2, 1.0)},
+    "mnist": {s: (255 / 256, 4, 1.0) for s in (0.25, 0.5, 1.0)},
+}
+
+
+@pytest.mark.parametrize("dataset", ["mnist_embedded", "cifar10"])
+def test_smoothadv_consistency_config_gives_the_published_values(make_cfg, dataset: str) -> None:
     family = "mnist" if dataset == "mnist_embedded" else "cifar10"
-    for sigma, expected in PUBLISHED[(method, family)].items():
-        cfg = make_cfg(f"method={method}", f"dataset={dataset}", f"sigma={sigma}")
-        net = Classifier("tiny", nn.Sequential(nn.Flatten(), nn.Linear(4, 10)), {"kind": "identity"})
-        module = instantiate(cfg.method, net=net, optimizer=instantiate(cfg.optimizer))
-        assert module.method_name == method
-        assert module.sigma == sigma
+    for sigma, (epsilon, m, lbd) in SMOOTHADV_CONSISTENCY[family].items():
+        cfg = make_cfg("method=consistency", "method.adversarial=true", f"dataset={dataset}", f"sigma={sigma}")
+        module = instantiate(cfg.method, net=logits_net(2), optimizer=instantiate(cfg.optimizer))
+        expected = {"epsilon": epsilon, "num_noise": m, "steps_per_batch": m, "lbd": lbd, "eta": 0.5}
         assert {key: getattr(module, key) for key in expected} == expected, (dataset, sigma)
+        assert (module.adversarial, module.num_steps, module.warmup) == (True, 10, 10)
+
+
+def test_smoothadv_consistency_on_imagenet_asks_for_its_values(make_cfg) -> None:
+    cfg = make_cfg("method=consistency", "method.adversarial=true", "dataset=imagenet", "sigma=0.5")
+    with pytest.raises(InstantiationException, match=r"no SmoothAdv \+ Consistency recipe"):
+        instantiate(cfg.method, net=logits_net(2), optimizer=instantiate(cfg.optimizer))
+    assert make_cfg("method=consistency", "dataset=imagenet", "sigma=0.5").method.num_noise == 2
 
 
 def test_method_values_can_be_overridden(make_cfg) -> None:
@@ -385,8 +411,8 @@ def test_method_values_can_be_overridden(make_cfg) -> None:
 
 def test_deferred_macer_without_milestones_fails_naming_the_key(make_cfg) -> None:
     cfg = make_cfg("method=macer", "~scheduler.milestones")  # a schedule without milestones
-    assert (cfg.method.lbd_schedule, cfg.method.deferred_until) == ("deferred", None)
-    with pytest.raises(InstantiationException, match=r"method\.deferred_until=<epoch>"):
+    assert (cfg.method.lbd_schedule, cfg.method.lbd_from_epoch) == ("deferred", None)
+    with pytest.raises(InstantiationException, match=r"method\.lbd_from_epoch=<epoch>"):
         instantiate(cfg.method, net=logits_net(2), optimizer=instantiate(cfg.optimizer))
 
 
@@ -405,7 +431,7 @@ def test_macer_original_preset(make_cfg) -> None:
 def test_macer_jeong_preset(make_cfg) -> None:
     cfg = make_cfg("experiment=macer_jeong_cifar10", "method=macer", "sigma=1.0")
     assert (cfg.trainer.max_epochs, cfg.optimizer.lr, cfg.optimizer.weight_decay) == (150, 0.1, 1e-4)
-    assert list(cfg.scheduler.milestones) == [50, 100]
-    assert (cfg.dataset.batch_size, cfg.dataset.input_layer.kind) == (256, "normalize")
+    assert list(cfg.scheduler.milestones) == [51, 101]  # StepLR(50) stepped after each epoch
+    assert (cfg.dataset.batch_size, cfg.dataset.input_layer.kind) == (64, "normalize")  # train_macer.py's --batch
     assert cfg.arch.arch == "cifar_resnet110"
-    assert (cfg.method.lbd, cfg.method.lbd_schedule, cfg.method.deferred_until) == (12.0, "deferred", 50)
+    assert (cfg.method.lbd, cfg.method.lbd_schedule, cfg.method.lbd_from_epoch) == (12.0, "deferred", 51)

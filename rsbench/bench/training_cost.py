@@ -18,7 +18,6 @@ import os
 import statistics
 import time
 import warnings
-from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
@@ -31,10 +30,11 @@ from omegaconf import open_dict
 from torch.utils.data import DataLoader, TensorDataset
 
 from rsbench.allocator import reexec_with_fast_allocator
+from rsbench.cli import config_dir
 from rsbench.methods.base import SmoothingModule
 from rsbench.methods.catrs import CATRS
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+CONF_DIR = config_dir()
 
 TIMED_PHASE = {"ddrs": ["method.sigma_search_from_epoch=0"]}
 """Overrides that put a method in the phase worth timing: DS^2's per-example sigma search is off for the recipe's

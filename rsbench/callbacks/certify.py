@@ -22,6 +22,7 @@ from rsbench.certify.plot import accuracy_curve
 from rsbench.certify.records import STEM, CertificationRow
 from rsbench.certify.settings import CertifySettings
 from rsbench.methods.base import SmoothingModule
+from rsbench.stop import raise_if_stop_requested, stop_requested
 
 
 class CertifyCallback(pl.Callback):
@@ -30,17 +31,22 @@ class CertifyCallback(pl.Callback):
     Args:
         output_dir: where the files go; the trainer's ``default_root_dir`` when ``None``.
         enabled: set false to skip certification.
+        run_protocol: the training protocol the run was composed with (``rsbench`` or ``authors``, see
+            ``conf/protocol``), recorded as ``metrics.json["protocol"]``; ``None`` records nothing.
         settings: the flat ``certify.*`` keys (``n0``, ``n``, ``alpha``, ``batch_size``, ``start``, ``skip``,
             ``max_images``, ``seed``, ``sigma``, ``radius_step``, ``mode``, ``radius_cap``, ``first_look``,
             ``growth``, ``precision``, ``channels_last``, ``compile``, ``images_per_batch``, ``sigma_mode``,
-            ``sigma_iters``, ``sigma_lr``, ``sigma_samples``, ``sigma_init``), grouped and validated by
-            :meth:`rsbench.certify.settings.CertifySettings.from_keys`, whose groups document each one.
+            ``sigma_iters``, ``sigma_lr``, ``sigma_samples``, ``sigma_init``, ``sigma_objective``), grouped and
+            validated by :meth:`rsbench.certify.settings.CertifySettings.from_keys`, whose groups document each one.
     """
 
-    def __init__(self, output_dir: str | None = None, enabled: bool = True, **settings: Any) -> None:
+    def __init__(
+        self, output_dir: str | None = None, enabled: bool = True, run_protocol: str | None = None, **settings: Any
+    ) -> None:
         self.settings = CertifySettings.from_keys(**settings)
         self.output_dir = output_dir
         self.enabled = enabled
+        self.run_protocol = run_protocol
         self.summary: dict[str, Any] | None = None
 
     def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -56,14 +62,18 @@ class CertifyCallback(pl.Callback):
             datamodule.num_classes,
             pl_module.sigma,
             {"method": pl_module.method_name, "dataset": datamodule.name, "arch": net.arch},
+            hparams=pl_module.method_hparams(),
         )
-        certification = Certification(self.settings, Path(self.output_dir or trainer.default_root_dir))
+        notes = {"protocol": self.run_protocol} if self.run_protocol is not None else {}
+        certification = Certification(self.settings, Path(self.output_dir or trainer.default_root_dir), notes)
         outcome = certification.run(
             subject,
             datamodule.test_dataset,
             shard=Shard(trainer.global_rank, trainer.world_size),
             barrier=lambda: _barrier(trainer),
+            should_stop=lambda: stop_requested() is not None,
         )
+        raise_if_stop_requested()  # a stop signal ended certification after a whole row: end the run as stopped
         if outcome.summary is None:
             return
         self.summary = outcome.summary

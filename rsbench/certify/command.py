@@ -13,7 +13,7 @@ from rsbench.certify.pipeline import Certification, Subject
 from rsbench.certify.settings import CertifySettings
 from rsbench.errors import ConfigError
 
-NOT_SETTINGS = ("_target_", "output_dir", "enabled")  # certify.* keys that are not certification settings
+NOT_SETTINGS = ("_target_", "output_dir", "enabled", "run_protocol")  # certify.* keys that are not settings
 
 
 def certify_settings(node: DictConfig) -> CertifySettings:

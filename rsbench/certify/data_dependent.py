@@ -24,7 +24,7 @@ from torch import Tensor
 
 from rsbench.certify.records import CertificationRow
 from rsbench.certify.seeding import make_generator
-from rsbench.certify.sigma_search import optimize_sigma
+from rsbench.certify.sigma_search import OBJECTIVES, optimize_sigma, paper_search
 from rsbench.certify.smooth import Certificate, Smooth, eval_mode
 
 SIGMA_SEARCH = 3  # the seeding phase of the sigma-search noise (selection 0, estimation 1, prediction 2)
@@ -46,26 +46,43 @@ class SigmaSearch:
     Attributes:
         iterations: K, gradient-ascent steps.
         lr: alpha, the ascent step size.
-        samples: n, noise draws per input and step.
+        samples: n, noise draws per input and step; ``None``: the paper's for the model's method (:meth:`for_method`).
         init: sigma_0; ``None`` starts from the certification sigma.
         min_sigma: sigma never goes below this.
+        objective: ``radius`` or ``relu_radius``; ``None``: the authors' for the model's method.
     """
 
     iterations: int = 100
     lr: float = 1e-4
-    samples: int = 64
+    samples: int | None = None
     init: float | None = None
     min_sigma: float = 1e-3
+    objective: str | None = None
 
     def __post_init__(self) -> None:
         if self.iterations < 0:
             raise ValueError(f"sigma_iters must be >= 0, got {self.iterations}")
-        if self.samples < 1:
-            raise ValueError(f"sigma_samples must be >= 1, got {self.samples}")
+        if self.samples is not None and self.samples < 1:
+            raise ValueError(f"sigma_samples must be >= 1 (or null: the paper's), got {self.samples}")
         if self.lr < 0:
             raise ValueError(f"sigma_lr must be >= 0, got {self.lr}")
         if self.init is not None and self.init <= 0:
             raise ValueError(f"sigma_init must be > 0 (or null: the certification sigma), got {self.init}")
+        if self.objective is not None and self.objective not in OBJECTIVES:
+            raise ValueError(f"sigma_objective must be one of {list(OBJECTIVES)} (or null), got {self.objective!r}")
+
+    def for_method(self, method: str) -> SigmaSearch:
+        """These settings, an unset n and objective taken from the DDRS paper for a model trained by ``method``.
+
+        See :func:`~rsbench.certify.sigma_search.paper_search`: n = 8 for MACER models, else 1; ``relu_radius`` for
+        SmoothAdv models, else ``radius``.
+        """
+        samples, objective = paper_search(method)
+        return replace(
+            self,
+            samples=samples if self.samples is None else self.samples,
+            objective=objective if self.objective is None else self.objective,
+        )
 
 
 def certify_data_dependent(
@@ -90,9 +107,11 @@ def certify_data_dependent(
         n: estimation samples.
         alpha: the failure probability of each (per-sigma) certificate.
         batch_size: noisy samples per forward pass.
-        search: the sigma-search settings.
+        search: the sigma-search settings, n and objective set (:meth:`SigmaSearch.for_method`).
         seeds: one seed per image; the search and both CERTIFY streams derive from it.
     """
+    if search.samples is None or search.objective is None:
+        raise ValueError("the sigma search needs n and its objective: resolve them with SigmaSearch.for_method")
     device = smooth.device_for(xs)
     start = search.init if search.init is not None else smooth.sigma
     sigmas: list[float] = []
@@ -107,6 +126,7 @@ def certify_data_dependent(
                 samples=search.samples,
                 min_sigma=search.min_sigma,
                 generator=make_generator(device, seed, SIGMA_SEARCH),
+                objective=search.objective,
             )
             sigmas.append(float(optimized[0]))
     certificates = []
@@ -138,6 +158,10 @@ def memory_replay(rows: Sequence[CertificationRow], images: Tensor) -> tuple[lis
     found. If the point lies inside one (distance < R_j), it takes that ball's class and the radius R_j - distance
     (the largest ball around it inside the stored one); otherwise its radius shrinks to min_j (distance - R_j). The
     resulting certificate is stored. Abstentions pass through and are not stored. Conflicts never raise.
+
+    The promise: a certificate of radius R covers the *open* ball of radius R (Cohen et al.: every perturbation of
+    norm < R), so after the replay any two stored balls of different classes satisfy R_i + R_j <= distance: they may
+    touch (a shrunk radius is exactly distance - R_j, up to the rounding of the float64 distance), never overlap.
 
     Args:
         rows: the data-dependent certificates, in replay order.

@@ -81,6 +81,8 @@ class Subject:
             ``arch``); rows of another description are not continued.
         provenance: what it was built from (files and their SHA-256, the stated input layer), recorded in
             ``metrics.json["model"]`` only, so that moving a file does not stop a resumed run.
+        hparams: the training method's hyperparameters (``SmoothingModule.method_hparams``), recorded in
+            ``metrics.json["hparams"]`` only; ``rsbench.report`` labels and groups runs by them.
     """
 
     classifier: nn.Module
@@ -88,6 +90,7 @@ class Subject:
     sigma: float
     description: Mapping[str, Any] = field(default_factory=dict)
     provenance: Mapping[str, Any] = field(default_factory=dict)
+    hparams: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -125,11 +128,16 @@ class Certification:
         settings: the protocol, subset, speed options, and optionally the sequential schedule or the
             data-dependent sigma mode.
         output_dir: where ``certify.tsv``, ``certify_protocol.json``, ``metrics.json`` and the plot go.
+        notes: facts about the run recorded in ``metrics.json`` as given (e.g. ``{"protocol": "authors"}``, the
+            training protocol); the rows do not depend on them.
     """
 
-    def __init__(self, settings: CertifySettings, output_dir: str | Path) -> None:
+    def __init__(
+        self, settings: CertifySettings, output_dir: str | Path, notes: Mapping[str, Any] | None = None
+    ) -> None:
         self.settings = settings
         self.output_dir = Path(output_dir)
+        self.notes = dict(notes or {})
 
     def run(
         self,
@@ -150,6 +158,7 @@ class Certification:
             should_stop: asked after each certified image; when it returns true the run stops there (every row
                 certified so far is on disk, so rerunning resumes after it) and writes no summary.
         """
+        self.settings = self.settings.for_method(str(subject.description.get("method", "")))  # the paper's search
         settings, protocol = self.settings, self.settings.protocol
         sigma = protocol.sigma if protocol.sigma is not None else subject.sigma
         if sigma != subject.sigma:
@@ -184,7 +193,7 @@ class Certification:
         barrier()
         if shard.rank != 0 or stopped:
             return Outcome(stopped=stopped)
-        return self._summarize_run(indices, images, sigma, meta, subject.provenance)
+        return self._summarize_run(indices, images, sigma, meta, subject)
 
     def _summarize_run(
         self,
@@ -192,7 +201,7 @@ class Certification:
         images: IndexedImages,
         sigma: float,
         meta: Mapping[str, Any],
-        provenance: Mapping[str, Any],
+        subject: Subject,
     ) -> Outcome:
         """Merge every record's shards, write ``metrics.json`` and the plot; return the rows and the summary."""
         settings = self.settings
@@ -204,8 +213,11 @@ class Certification:
             rows[STEM] = replayed
             log.info("memory replay: %d certificates shrunk, %d switched class", report.shrunk, report.switched)
         extra = {"subset": self._subset_record(indices, len(images)), **meta}
-        if provenance:
-            extra["model"] = dict(provenance)
+        if subject.provenance:
+            extra["model"] = dict(subject.provenance)
+        if subject.hparams:
+            extra["hparams"] = dict(subject.hparams)
+        extra.update(self.notes)
         summary = self._summarize(rows[STEM], sigma, extra)
         curves = [
             Curve(f"{settings.sigma_mode} sigma", [r.radius for r in rows[STEM]], [r.correct for r in rows[STEM]])

@@ -21,7 +21,7 @@ from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 from typing import Any, TextIO
 
-from rsbench.errors import ProtocolMismatchError
+from rsbench.errors import ProtocolMismatchError, damaged_record
 
 COLUMNS: tuple[str, ...] = (
     "idx",
@@ -90,10 +90,15 @@ def read_rows(path: Path) -> list[CertificationRow]:
     """All complete rows of a ``certify.tsv`` (a trailing line without newline, from a crash, is ignored)."""
     text = Path(path).read_text()
     lines = text.split("\n")
+    if len(lines) == 1:
+        return []  # empty, or a header cut short by a crash: no row was written yet
     header, body = lines[0], lines[1:-1]  # the last element is "" or an incomplete line
     if tuple(header.split("\t")) != COLUMNS:
-        raise ValueError(f"{path} does not start with the certify.tsv header {COLUMNS}: {header!r}")
-    return [CertificationRow.from_line(line) for line in body if line]
+        raise damaged_record(path, 1, f"it does not start with the certify.tsv header {COLUMNS}: {header!r}")
+    try:
+        return [CertificationRow.from_line(line) for line in body if line]
+    except ValueError as error:
+        raise damaged_record(path, None, str(error)) from None
 
 
 STEM = "certify"
@@ -124,13 +129,13 @@ def read_records(directory: Path, stem: str = STEM) -> dict[int, CertificationRo
     """Every row of record ``stem`` in ``directory`` (main file and shards), keyed by image index.
 
     Raises:
-        ValueError: two files disagree about an image (they were not written by one rsbench protocol).
+        DamagedFileError: a file is damaged, or two files disagree about an image (not written by one run).
     """
     rows: dict[int, CertificationRow] = {}
     for path in record_files(directory, stem):
         for row in read_rows(path):
             if row.idx in rows and rows[row.idx] != row:
-                raise ValueError(f"{path} and another record disagree about image {row.idx}; not one rsbench run")
+                raise damaged_record(path, None, f"it and another record disagree about image {row.idx}")
             rows[row.idx] = row
     return rows
 
@@ -209,6 +214,7 @@ class RecordWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.exists() and self.path.stat().st_size > 0:
             _drop_incomplete_tail(self.path)
+        if self.path.exists() and self.path.stat().st_size > 0:
             self._file = self.path.open("a")
         else:
             self._file = self.path.open("w")

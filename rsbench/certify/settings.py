@@ -12,7 +12,7 @@ documents them); :meth:`CertifySettings.from_keys` sorts those keys into the gro
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
 from rsbench.certify.bounds import check_alpha, radius_cap
@@ -185,6 +185,7 @@ _RENAMED = {
     "sigma_lr": ("sigma_search", "lr"),
     "sigma_samples": ("sigma_search", "samples"),
     "sigma_init": ("sigma_search", "init"),
+    "sigma_objective": ("sigma_search", "objective"),
 }
 KEYS: dict[str, tuple[str, str]] = {
     **{f.name: (group, f.name) for group, cls in _GROUPS.items() if group != "sigma_search" for f in fields(cls)},
@@ -241,7 +242,8 @@ class CertifySettings:
             mode: ``standard`` (Cohen et al.'s fixed-n CERTIFY) or ``sequential``; the sequential keys
                 (``radius_cap``, ``first_look``, ``growth``) apply only to the latter.
             sigma_mode: ``fixed`` (sound, the default), ``data_dependent`` or ``memory``; the sigma-search keys
-                (``sigma_iters``, ``sigma_lr``, ``sigma_samples``, ``sigma_init``) apply only to the latter two.
+                (``sigma_iters``, ``sigma_lr``, ``sigma_samples``, ``sigma_init``, ``sigma_objective``) apply only
+                to the latter two.
             keys: the other flat keys, each one a field of a group (see :data:`KEYS`).
 
         Raises:
@@ -267,6 +269,17 @@ class CertifySettings:
             sequential=schedule if mode == "sequential" else None,
             data_dependent=DataDependent(sigma_mode, search) if sigma_mode != "fixed" else None,
         )
+
+    def for_method(self, method: str) -> CertifySettings:
+        """These settings with the sigma search's unset n and objective taken from the DDRS paper for ``method``.
+
+        See :meth:`rsbench.certify.data_dependent.SigmaSearch.for_method` (n = 8 for MACER models, else 1;
+        ``relu_radius`` for SmoothAdv models, else ``radius``). Fixed-sigma settings are returned unchanged.
+        """
+        if self.data_dependent is None:
+            return self
+        search = self.data_dependent.search.for_method(method)
+        return replace(self, data_dependent=replace(self.data_dependent, search=search))
 
     def protocol_record(self, sigma: float, test_size: int) -> dict[str, Any]:
         """Everything the rows depend on besides the model, as stored in ``certify_protocol.json``."""

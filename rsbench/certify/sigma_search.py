@@ -11,6 +11,17 @@ documented: the network's logits go through a softmax here (the authors' network
 logits, and feeding logits to Phi^-1 would give meaningless sigmas), and sigma is kept >= ``min_sigma`` (their
 code has no positivity constraint; a negative sigma would flip the radius' sign).
 
+The ascent maximises the proxy itself (``objective="radius"``: ``OptimzeSigma``, DS-Cohen, DS-MACER and the
+ImageNet scripts) or, as the authors' CIFAR-10 DS-SmoothAdv script (``CIFAR10/train_smooth_adv.py::get_sigma``)
+does, ``relu(R(sigma))`` (``objective="relu_radius"``). The two agree wherever R > 0; relu gives a zero gradient
+where R <= 0, i.e. where the clamped top two scores tie exactly (R = 0; the tie's own gradient is dropped) or sigma
+is negative (their code has no floor; here ``min_sigma`` rules it out). :func:`paper_search` gives the paper's n and
+objective for a model trained with a given method.
+
+Sigma and the noise draws are kept in the inputs' noise dtype (float32, float64 for float64 inputs;
+:func:`rsbench.noise.noise_dtype`). Until the golden tests (``tests/golden``) compared the search with the authors'
+``OptimzeSigma`` in float64 they were always float32, which moved a float64 search by up to 7.4e-8 relative.
+
 A radius certified with the sigma found here is NOT a sound certificate for the input-dependent classifier
 (certify_theory.md section 2): rsbench labels every such certificate ``sound = false``.
 """
@@ -23,9 +34,28 @@ import torch
 from torch import Tensor
 from torch.distributions import Normal
 
-from rsbench.noise import check_sigma
+from rsbench.noise import check_sigma, noise_dtype
 
 DEFAULT_CLAMP = (0.02, 0.98)
+OBJECTIVES = ("radius", "relu_radius")
+PAPER_SAMPLES = {"macer": 8}
+"""n per base method in the DDRS paper (Sec. 4: n = 1 unless stated; MACER-DS and Table 3's MACER-DS^2: n = 8)."""
+PAPER_OBJECTIVES = {"smoothadv": "relu_radius"}
+"""The objective per base method in the authors' CIFAR-10 code (DS-SmoothAdv: relu of the radius)."""
+
+
+def paper_search(method: str) -> tuple[int, str]:
+    """``(n, objective)`` of the DDRS paper's sigma search for a model trained with ``method``.
+
+    ``method`` is a method name (``macer``) or a DS^2 one (``ddrs_macer``): MACER models use n = 8 (the paper's
+    MACER-DS and MACER-DS^2, Table 3), every other n = 1 (Sec. 4, "unless stated otherwise"); SmoothAdv models
+    use ``relu_radius`` (``CIFAR10/train_smooth_adv.py``), every other ``radius``.
+
+    >>> paper_search("ddrs_macer"), paper_search("smoothadv"), paper_search("gaussian")
+    ((8, 'radius'), (1, 'relu_radius'), (1, 'radius'))
+    """
+    base = method.removeprefix("ddrs_")
+    return PAPER_SAMPLES.get(base, 1), PAPER_OBJECTIVES.get(base, "radius")
 
 
 def radius_proxy(probabilities: Tensor, sigma: Tensor, clamp: tuple[float, float] = DEFAULT_CLAMP) -> Tensor:
@@ -50,6 +80,7 @@ def optimize_sigma(
     clamp: tuple[float, float] = DEFAULT_CLAMP,
     min_sigma: float = 1e-3,
     generator: torch.Generator | None = None,
+    objective: str = "radius",
 ) -> Tensor:
     """Algorithm 1: per-input sigma after ``iterations`` gradient-ascent steps on :func:`radius_proxy`.
 
@@ -67,24 +98,30 @@ def optimize_sigma(
         clamp: the score clamp before Phi^-1.
         min_sigma: sigma never goes below this.
         generator: the random stream of the noise draws.
+        objective: ``radius`` (ascend R) or ``relu_radius`` (ascend relu(R), the authors' DS-SmoothAdv).
 
     Returns:
-        The optimised sigma per input, ``[B]``, detached.
+        The optimised sigma per input, ``[B]``, detached, in float32 (float64 for float64 inputs).
     """
     if iterations < 0 or samples < 1 or lr < 0:
         raise ValueError(f"need iterations >= 0, samples >= 1, lr >= 0; got {iterations}, {samples}, {lr}")
+    if objective not in OBJECTIVES:
+        raise ValueError(f"the sigma-search objective must be one of {list(OBJECTIVES)}, got {objective!r}")
     batch = x.shape[0]
     # Gradients are needed even when called from an inference-mode context (Lightning's test loop).
     with torch.inference_mode(False), torch.enable_grad():
-        sigma = torch.as_tensor(sigma_init, dtype=torch.float32, device=x.device).expand(batch).clone()
+        dtype = noise_dtype(x.dtype)
+        sigma = torch.as_tensor(sigma_init, dtype=dtype, device=x.device).expand(batch).clone()
         check_sigma(sigma, "sigma_init")
         repeated = x.clone().repeat_interleave(samples, dim=0)
         for _ in range(iterations):
             sigma.requires_grad_(True)
-            eps = torch.randn(repeated.shape, device=x.device, generator=generator)
+            eps = torch.randn(repeated.shape, dtype=dtype, device=x.device, generator=generator)
             noisy = repeated + sigma.repeat_interleave(samples).view(-1, *([1] * (x.dim() - 1))) * eps
             probabilities = classifier(noisy).softmax(dim=1).view(batch, samples, -1).mean(dim=1)
             radius = radius_proxy(probabilities, sigma, clamp)
+            if objective == "relu_radius":
+                radius = torch.relu(radius)
             (gradient,) = torch.autograd.grad(radius.sum(), sigma)
             sigma = (sigma.detach() + lr * gradient).clamp(min=min_sigma)
     return sigma.detach()

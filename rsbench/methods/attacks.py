@@ -139,6 +139,40 @@ def pgd_l2_smoothed(model: Model, x: Tensor, labels: Tensor, noise: Tensor, epsi
     return (x + delta).detach()
 
 
+def pgd_l2_smoothed_jeong(
+    model: Model, x: Tensor, labels: Tensor, noise: Tensor, epsilon: float, num_steps: int
+) -> Tensor:
+    """The SmoothAdv attack of Consistency training (Jeong and Shin 2020, ``train_consistency.py::SmoothAdv_PGD``).
+
+    Used by ``--adv-training``. The objective of :func:`pgd_l2_smoothed` (J = -log F_hat_y with the m noise samples
+    fixed) with Jeong's iteration: x' starts at x; each of the ``num_steps`` steps moves x' by
+    ``2 * epsilon / num_steps`` along g / (||g|| + 1e-8), where g is the gradient of the **batch mean** of J (so the
+    guard acts on a gradient 1/B the size of each image's own); then x' - x is renormed to ``epsilon`` and only then
+    x' is clamped to [0, 1] (the reverse of Salman's order). A zero gradient gives a zero step (no random direction).
+
+    Args:
+        model: the base classifier.
+        x: clean images ``[B, C, H, W]`` in [0, 1].
+        labels: ``[B]``.
+        noise: ``[B * m, C, H, W]``, grouped by image.
+        epsilon: the l2 radius in [0,1] pixel units (>= 0).
+        num_steps: T >= 1.
+
+    Returns:
+        x' ``[B, C, H, W]``, detached.
+    """
+    m = noise.shape[0] // x.shape[0]
+    x = x.detach()
+    if epsilon == 0:
+        return x.clone()
+    step = 2 * epsilon / num_steps
+    adv = x
+    for _ in range(num_steps):
+        grad = _input_grad(lambda point: smoothed_nll(model(copies(point, m) + noise), labels, m).mean(), adv)
+        adv = _project_then_clamp(adv + step * unit_eps(grad), x, epsilon)
+    return adv
+
+
 def ddn_smoothed(
     model: Model, x: Tensor, labels: Tensor, noise: Tensor, epsilon: float, num_steps: int, gamma: float = 0.05
 ) -> Tensor:

@@ -191,6 +191,11 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
         scheduler = self.scheduler_factory(optimizer)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "epoch"}}
 
+    def method_hparams(self) -> dict[str, Any]:
+        """The method's hyperparameters as constructed (``self.hparams``), JSON-safe: recorded in ``metrics.json``."""
+        plain = (bool, int, float, str, type(None))
+        return {key: value if isinstance(value, plain) else str(value) for key, value in self.hparams.items()}
+
     def signature(self) -> dict[str, Any]:
         """What a checkpoint of this module must match to be loaded: architecture, classes, input layer, sigma."""
         return {**self.net.signature(), "sigma": self.sigma}

@@ -126,9 +126,9 @@ class CATRS(SmoothingModule):
         self.double_epsilon_epoch = (
             None if double_epsilon_epoch is None else check_int("method.double_epsilon_epoch", double_epsilon_epoch, 0)
         )
+        # Read when fit starts (load_teacher names a missing file); `python -m rsbench` checks it before any work, or
+        # trains the teacher into this path first (rsbench/pretrain.py).
         self.teacher_ckpt = None if teacher_ckpt is None else Path(teacher_ckpt).expanduser()
-        if self.teacher_ckpt is not None and not self.teacher_ckpt.is_file():
-            raise ValueError(f"method.teacher_ckpt={str(teacher_ckpt)!r} is not a file")
         if self.soft_label == "self" and self.confidence_mask:
             raise ValueError(
                 "method.confidence_mask=true draws K from the teacher's labels: it needs soft_label=teacher"
@@ -158,6 +158,8 @@ class CATRS(SmoothingModule):
                 "and pass method.teacher_ckpt=<that run's directory>/checkpoints/best.ckpt "
                 "(or use method.soft_label=self: the model's own mean prediction, no teacher)"
             )
+        if not self.teacher_ckpt.is_file():
+            raise ConfigError(f"method.teacher_ckpt={str(self.teacher_ckpt)!r} is not a file")
         if datamodule is None or not hasattr(datamodule, "source"):
             raise ConfigError(
                 "CAT-RS teacher labels are computed on the training set of an rsbench ImageDataModule; fit with "
@@ -179,13 +181,23 @@ class CATRS(SmoothingModule):
         return torch.distributions.Binomial(total_count=self.num_noise, probs=probs).sample().long()
 
     def targets(self, batch: Batch, clean_logits: Tensor) -> Tensor:
-        """y_hat ``[B, C]``: the teacher's row for each image, or the detached mean prediction (``self``)."""
+        """y_hat ``[B, C]``: the teacher's row for each image, or the detached mean prediction (``self``).
+
+        Always float32 or wider, whatever the logits' dtype: under bf16 autocast (``trainer=gpu``) the vote
+        histograms (multiples of 1/N, N = 10,000) would otherwise be rounded to 8 significant bits.
+        """
+        dtype = torch.promote_types(clean_logits.dtype, torch.float32)
         if self.soft_label == "self":
-            return smoothed_probs(clean_logits, self.num_noise).detach()
+            return smoothed_probs(clean_logits.to(dtype), self.num_noise).detach()
         if self.soft_labels is None:
             raise RuntimeError("CAT-RS teacher soft labels are not loaded: they are computed when fit starts")
         rows = self.soft_labels[batch.indices.long().cpu()]
-        return rows.to(device=clean_logits.device, dtype=clean_logits.dtype)
+        return rows.to(device=clean_logits.device, dtype=dtype)
+
+    def adversarial_noise(self, x: Tensor, targets: Tensor, noise: Tensor) -> Tensor:
+        """The worst-case noise ``[B * M, ...]`` of images ``x`` from ``noise``, in eval mode, parameters frozen."""
+        with frozen(self.net):
+            return noise_kl_pgd(self.net, x, targets, noise, self.current_epsilon(), self.num_steps)
 
     def training_loss(self, batch: Batch) -> StepOutput:
         """mean(L_low + lbd * 1[K = M] * L_high) over the chunk's images (see the class docstring)."""
@@ -198,9 +210,8 @@ class CATRS(SmoothingModule):
         vote_share = votes.view(-1, m, votes.shape[1]).mean(dim=1)
         confidence = targets if self.confidence_mask else vote_share
         p_hat = confidence.gather(1, batch.y.view(-1, 1)).squeeze(1)
-        with frozen(self.net):
-            adv_noise = noise_kl_pgd(self.net, batch.x, targets, noise, self.current_epsilon(), self.num_steps)
-        adv_log_probs = F.log_softmax(self(copies(batch.x, m) + adv_noise), dim=1)
+        adv_noise = self.adversarial_noise(batch.x, targets, noise)
+        adv_log_probs = F.log_softmax(self(copies(batch.x, m) + adv_noise).to(targets.dtype), dim=1)  # KL in fp32+
         accept = self.sample_accept(p_hat).clamp(min=1)
         full = (accept == m).to(clean_logits.dtype)
         loss_low = bottom_k_loss(F.cross_entropy(clean_logits, labels, reduction="none").view(-1, m), accept)

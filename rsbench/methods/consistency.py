@@ -9,8 +9,10 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from rsbench.archs.classifier import Classifier
+from rsbench.methods.attacks import copies, frozen, pgd_l2_smoothed_jeong
 from rsbench.methods.base import Batch, OptimizerFactory, SmoothingModule, StepOutput
 from rsbench.methods.hparams import check_float, check_int
+from rsbench.methods.smoothadv import warmed_up_epsilon
 
 ENTROPY_CLAMP = 1e-20
 """``H(p_bar)`` takes ``log(p_bar.clamp(min=1e-20))``, the authors' guard against ``log 0``."""
@@ -56,8 +58,14 @@ class ConsistencyRegularization(SmoothingModule):
       (``steps_per_batch = m``, the default here and in ``conf/method/consistency.yaml``), so the images per step
       stay B and an epoch takes m times as many steps.
 
-    The authors' other loss forms (``xent``, ``kl``, ``mse``) and the SmoothAdv combination are not implemented.
-    With ``num_noise = 1`` the KL term is 0 (the authors allow it; their script's default is m = 1).
+    ``adversarial=true`` is the authors' SmoothAdv + Consistency (``--adv-training``): in each chunk the m noise
+    samples are drawn first, the SmoothAdv adversary x* of the soft smoothed classifier is found with them held
+    fixed (:func:`~rsbench.methods.attacks.pgd_l2_smoothed_jeong`: T steps from x, renorm then clamp, in eval mode
+    with frozen parameters), and the same loss as above is computed on ``x* + delta_i`` with the **same** noise. The
+    attack radius is warmed up like SmoothAdv's, ``min(epsilon, (epoch + 1) * epsilon / warmup)``.
+
+    The authors' other loss forms (``xent``, ``kl``, ``mse``) are not implemented. With ``num_noise = 1`` the KL term
+    is 0 (the authors allow it; their script's default is m = 1).
 
     Args:
         net: the base classifier.
@@ -66,6 +74,10 @@ class ConsistencyRegularization(SmoothingModule):
         num_noise: m, noisy copies per image (>= 1); the published recipes use 2.
         lbd: lambda, the weight of the KL (consistency) term (>= 0).
         eta: eta, the weight of the entropy term (>= 0); 0.5 in every published CIFAR-10/MNIST recipe.
+        adversarial: train on the SmoothAdv adversary of each image (SmoothAdv + Consistency).
+        epsilon: the attack's l2 radius in [0,1] pixel units (>= 0; the authors' ``--epsilon`` / 256).
+        num_steps: T, attack steps (>= 1).
+        warmup: epochs over which epsilon grows linearly to its value (>= 1; 1 means no warm-up).
         **kwargs: the other arguments of :class:`SmoothingModule`; ``steps_per_batch`` defaults to ``num_noise``.
     """
 
@@ -80,8 +92,18 @@ class ConsistencyRegularization(SmoothingModule):
         num_noise: int = 2,
         lbd: float = 10.0,
         eta: float = 0.5,
+        adversarial: bool = False,
+        epsilon: float | None = 1.0,
+        num_steps: int = 10,
+        warmup: int = 10,
         **kwargs: Any,
     ) -> None:
+        if adversarial and None in (epsilon, num_noise, lbd):
+            raise ValueError(
+                "method.adversarial=true: the authors published no SmoothAdv + Consistency recipe for this dataset "
+                f"and sigma (epsilon={epsilon}, num_noise={num_noise}, lbd={lbd}); set method.epsilon, "
+                "method.num_noise and method.lbd"
+            )
         num_noise = check_int("method.num_noise (m, noisy copies per image)", num_noise, 1)
         lbd = check_float("method.lbd (lambda)", lbd)
         eta = check_float("method.eta (eta)", eta)
@@ -90,11 +112,33 @@ class ConsistencyRegularization(SmoothingModule):
         self.num_noise = num_noise
         self.lbd = lbd
         self.eta = eta
+        self.adversarial = bool(adversarial)
+        self.epsilon = None if epsilon is None else check_float("method.epsilon", epsilon)
+        self.num_steps = check_int("method.num_steps", num_steps, 1)
+        self.warmup = check_int("method.warmup", warmup, 1)
+
+    def current_epsilon(self) -> float:
+        """The warmed-up attack radius of the current epoch (``adversarial=true``)."""
+        assert self.epsilon is not None
+        return warmed_up_epsilon(self.epsilon, self.warmup, self.current_epoch)
 
     def training_loss(self, batch: Batch) -> StepOutput:
-        """Mean CE over the m * B noisy rows + mean over images of ``lbd * KL + eta * H(p_bar)``."""
+        """Mean CE over the m * B noisy rows + mean over images of ``lbd * KL + eta * H(p_bar)``.
+
+        The rows are ``x + delta_i``, or ``x* + delta_i`` with the attack's own noise when ``adversarial``.
+        """
         m = self.num_noise
-        logits = self(self.noisy_copies(batch.x, m, sigma=batch.sigma))  # rows grouped per image
+        terms: dict[str, Tensor] = {}
+        if self.adversarial:
+            noise = self.noise_copies(batch.x, m, batch.sigma)
+            epsilon = self.current_epsilon()
+            with frozen(self.net):
+                x_adv = pgd_l2_smoothed_jeong(self.net, batch.x, batch.y, noise, epsilon, self.num_steps)
+            inputs = copies(x_adv, m) + noise
+            terms["epsilon"] = torch.tensor(epsilon)
+        else:
+            inputs = self.noisy_copies(batch.x, m, sigma=batch.sigma)
+        logits = self(inputs)  # rows grouped per image
         labels = batch.y.repeat_interleave(m)
         cross_entropy = F.cross_entropy(logits, labels)
         kl, entropy = consistency_terms(logits.view(len(batch.x), m, -1))
@@ -103,5 +147,5 @@ class ConsistencyRegularization(SmoothingModule):
             loss=cross_entropy + self.lbd * kl + self.eta * entropy,
             logits=logits,
             labels=labels,
-            terms={"cross_entropy": cross_entropy, "consistency_kl": kl, "entropy": entropy},
+            terms={"cross_entropy": cross_entropy, "consistency_kl": kl, "entropy": entropy, **terms},
         )

@@ -95,13 +95,12 @@ class MACER(SmoothingModule):
 
     With a per-example sigma (``batch.sigma``), each image's hinge is scaled by its own sigma / 2.
 
-    **lambda schedule.** ``lbd_schedule='deferred'`` sets lambda = 0 for epochs ``0 .. deferred_until`` (0-indexed,
-    inclusive) and ``lbd`` after, as the Jeong-lineage ``train_macer.py --deferred`` does with
-    ``epoch <= lr_step_size``. That is one epoch more than "until the first learning-rate drop": their
-    ``scheduler.step(epoch)`` call also drops the learning rate one epoch late (epoch ``lr_step_size + 1``), so there
-    both changed together, while rsbench's MultiStepLR drops at epoch ``milestones[0]``; with ``deferred_until =
-    milestones[0]`` (the config default) lambda switches on one epoch after rsbench's drop and stays at 0 for exactly
-    as many epochs as in the authors' runs. Set ``deferred_until = milestones[0] - 1`` to switch it on with the drop.
+    **lambda schedule.** ``lbd_schedule='deferred'`` sets lambda = 0 for the epochs before ``lbd_from_epoch``
+    (0-indexed) and ``lbd`` from it on, as the Jeong-lineage ``train_macer.py --deferred`` does with
+    ``epoch <= lr_step_size``: their ``scheduler.step(epoch)`` after each epoch drops the learning rate at epoch
+    ``lr_step_size + 1``, so lambda switches on with the first learning-rate drop. The config default is
+    ``lbd_from_epoch = scheduler.milestones[0]``, and the Jeong-lineage recipes put that milestone at
+    ``lr_step_size + 1`` (e.g. 51 on CIFAR-10), which reproduces their runs exactly: lambda = 0 for epochs 0..50.
     The original MACER code has no schedule; its paper's sigma = 1.0 CIFAR-10 model "first trains with lambda = 0,
     then lambda = 12 after learning-rate decay". When lambda is 0 the robustness term is still computed and logged,
     without gradient.
@@ -114,8 +113,8 @@ class MACER(SmoothingModule):
         lbd: lambda, the weight of the robustness term (>= 0).
         gamma: gamma, the hinge margin on xi (> 0); 8 in every published recipe.
         beta: beta, the softmax inverse temperature of the robustness term (> 0); 16 in every published recipe.
-        lbd_schedule: ``constant`` or ``deferred`` (lambda = 0 through epoch ``deferred_until``).
-        deferred_until: the last epoch (0-indexed) with lambda = 0 under ``deferred``; required then.
+        lbd_schedule: ``constant`` or ``deferred`` (lambda = 0 before epoch ``lbd_from_epoch``).
+        lbd_from_epoch: the first epoch (0-indexed) with lambda = ``lbd`` under ``deferred``; required then.
         **kwargs: the other arguments of :class:`SmoothingModule`.
     """
 
@@ -132,10 +131,10 @@ class MACER(SmoothingModule):
         gamma: float = 8.0,
         beta: float = 16.0,
         lbd_schedule: str = "constant",
-        deferred_until: int | None = None,
+        lbd_from_epoch: int | None = None,
         **kwargs: Any,
     ) -> None:
-        _check_hyperparameters(num_noise, lbd, gamma, beta, lbd_schedule, deferred_until)
+        _check_hyperparameters(num_noise, lbd, gamma, beta, lbd_schedule, lbd_from_epoch)
         super().__init__(net, sigma, optimizer, **kwargs)
         if net.num_classes < 2:
             raise ValueError(
@@ -146,11 +145,11 @@ class MACER(SmoothingModule):
         self.gamma = float(gamma)
         self.beta = float(beta)
         self.lbd_schedule = lbd_schedule
-        self.deferred_until = deferred_until
+        self.lbd_from_epoch = lbd_from_epoch
 
     def lbd_at(self, epoch: int) -> float:
-        """lambda in (0-indexed) ``epoch``: 0 through ``deferred_until`` under the deferred schedule, else ``lbd``."""
-        if self.lbd_schedule == "deferred" and self.deferred_until is not None and epoch <= self.deferred_until:
+        """lambda in (0-indexed) ``epoch``: 0 before ``lbd_from_epoch`` under the deferred schedule, else ``lbd``."""
+        if self.lbd_schedule == "deferred" and self.lbd_from_epoch is not None and epoch < self.lbd_from_epoch:
             return 0.0
         return self.lbd
 
@@ -185,7 +184,7 @@ def _half_sigma(batch_sigma: SigmaLike | None, sigma: float, keep: Tensor) -> Te
 
 
 def _check_hyperparameters(
-    num_noise: int, lbd: float, gamma: float, beta: float, lbd_schedule: str, deferred_until: int | None
+    num_noise: int, lbd: float, gamma: float, beta: float, lbd_schedule: str, lbd_from_epoch: int | None
 ) -> None:
     """Raise ``ValueError`` naming the first bad hyperparameter, its value and what is allowed."""
     check_int("method.num_noise (k, noisy copies per image)", num_noise, 1)
@@ -193,11 +192,11 @@ def _check_hyperparameters(
     check_float("method.gamma (gamma, the hinge margin)", gamma, strict=True)
     check_float("method.beta (beta, the inverse temperature)", beta, strict=True)
     check_choice("method.lbd_schedule", lbd_schedule, LBD_SCHEDULES)
-    if deferred_until is not None:
-        check_int("method.deferred_until (the last epoch with lambda = 0)", deferred_until, 0)
-    if lbd_schedule == "deferred" and deferred_until is None:
+    if lbd_from_epoch is not None:
+        check_int("method.lbd_from_epoch (the first epoch with lambda > 0)", lbd_from_epoch, 0)
+    if lbd_schedule == "deferred" and lbd_from_epoch is None:
         raise ValueError(
-            "method.lbd_schedule=deferred keeps lambda at 0 through epoch method.deferred_until, which defaults to "
+            "method.lbd_schedule=deferred keeps lambda at 0 before epoch method.lbd_from_epoch, which defaults to "
             "the first learning-rate milestone (scheduler.milestones[0]); this scheduler has none: "
-            "set method.deferred_until=<epoch>"
+            "set method.lbd_from_epoch=<epoch>"
         )

@@ -33,8 +33,10 @@ from tqdm.auto import tqdm
 from rsbench.archs.classifier import Classifier, check_signature, weights_fingerprint
 from rsbench.certify.seeding import make_generator
 from rsbench.certify.smooth import Smooth
+from rsbench.checkpoints import load_checkpoint
 from rsbench.errors import CheckpointMismatchError, ConfigError
 from rsbench.methods.base import SIGNATURE_KEY
+from rsbench.stop import raise_if_stop_requested, stop_requested
 
 log = logging.getLogger(__name__)
 
@@ -77,27 +79,33 @@ def labels_digest(labels: Sequence[int]) -> str:
     return hashlib.sha256(",".join(str(int(v)) for v in labels).encode()).hexdigest()[:16]
 
 
-def load_teacher(path: str | Path, like: Classifier) -> tuple[Classifier, float]:
+def load_teacher(path: str | Path, like: Classifier, option: str = "method.teacher_ckpt") -> tuple[Classifier, float]:
     """Load an rsbench checkpoint into a copy of ``like`` and return it with the sigma it was trained at.
 
     The teacher must have the student's architecture, class count and input layer (the authors' teacher is the
-    same network trained with Gaussian augmentation); its sigma may differ.
+    same network trained with Gaussian augmentation); its sigma may differ. DS^2 fine-tuning loads its starting
+    weights the same way (``option="method.init_ckpt"``).
+
+    Args:
+        path: the checkpoint.
+        like: a classifier of the architecture expected.
+        option: the config key that named ``path`` (for the messages).
 
     Raises:
         ConfigError: no file at ``path``.
         CheckpointMismatchError: not an rsbench checkpoint, or one made for another architecture / data.
+        DamagedFileError: the file cannot be read.
     """
     path = Path(path).expanduser()
     if not path.is_file():
-        raise ConfigError(f"method.teacher_ckpt={str(path)!r} is not a file")
-    checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+        raise ConfigError(f"{option}={str(path)!r} is not a file")
+    checkpoint = load_checkpoint(path, f"{option}={str(path)!r}", "train that model again, or pass another")
     saved: Mapping[str, Any] | None = checkpoint.get(SIGNATURE_KEY) if isinstance(checkpoint, Mapping) else None
     if saved is None:
         raise CheckpointMismatchError(
-            f"method.teacher_ckpt={str(path)!r} has no rsbench signature; train the teacher with rsbench "
-            "(python -m rsbench method=gaussian ...)"
+            f"{option}={str(path)!r} has no rsbench signature; train that model with rsbench (python -m rsbench ...)"
         )
-    check_signature(saved, like.signature(), f"method.teacher_ckpt={str(path)!r}")
+    check_signature(saved, like.signature(), f"{option}={str(path)!r}")
     state = {key[len("net.") :]: value for key, value in checkpoint["state_dict"].items() if key.startswith("net.")}
     teacher = copy.deepcopy(like)
     teacher.load_state_dict(state)
@@ -142,15 +150,19 @@ def vote_histograms(
     device = next(iter(teacher.parameters())).device
     last_save = time.monotonic()
     progress = tqdm(total=total, initial=done, desc="CAT-RS teacher votes", unit="img", mininterval=1.0)
-    for index in range(done, total):
-        image = images[index][0]
-        generator = make_generator(device, seed, index)
-        counts = smooth.sample_counts(image, num_samples, batch_size, generator)
-        table[index] = torch.as_tensor(counts, dtype=torch.float32) / num_samples
-        progress.update(1)
-        if checkpoint is not None and time.monotonic() - last_save > SAVE_EVERY_SECONDS:
+    together = max(1, batch_size // num_samples)  # small N: several images per forward pass, each its own noise
+    for first in range(done, total, together):
+        indices = range(first, min(first + together, total))
+        xs = torch.stack([images[index][0] for index in indices])
+        generators = [make_generator(device, seed, index) for index in indices]
+        counts = smooth.sample_counts_batch(xs, num_samples, batch_size, generators)
+        table[first : indices.stop] = torch.as_tensor(counts, dtype=torch.float32) / num_samples
+        progress.update(len(indices))
+        stopping = stop_requested() is not None  # a stop signal: save the rows so far, then stop (rsbench.stop)
+        if checkpoint is not None and (stopping or time.monotonic() - last_save > SAVE_EVERY_SECONDS):
             _save_atomic({"soft_labels": table}, checkpoint)
             last_save = time.monotonic()
+        raise_if_stop_requested()
     progress.close()
     return table
 

@@ -1,0 +1,159 @@
+"""One job (a run, or one point of a sweep) in its run directory: locked, resumable, stoppable, and clean on failure.
+
+:func:`job` is what Hydra calls. It
+
+- holds the directory's lock (:class:`~rsbench.lock.RunLock`) so that no second process writes into it;
+- refuses to continue a run with settings that change what it trained (:mod:`rsbench.resume`), before any work;
+- stops at a safe point on SIGTERM/SIGINT/SIGUSR1/SIGUSR2 (:mod:`rsbench.stop`) and says how to resume;
+- writes ``.hydra/`` (the run's config, once) and ``status.json`` only when every check has passed, and removes
+  the directory it created when a check fails, so a refused command changes nothing on disk;
+- ends a single run with one line and exit status 2 on a bad request; in a sweep it records the failure and
+  returns, so that the other jobs run (:mod:`rsbench.sweep` lists them all at the end).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from rsbench.cli import RUN_CONFIG
+from rsbench.errors import RunDirectoryBusyError, user_message
+from rsbench.lock import LOCK_FILE, RunLock
+from rsbench.status import write_status
+from rsbench.stop import StopGuard, StopRequested
+
+log = logging.getLogger("rsbench")
+
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID")
+
+
+def job(cfg: DictConfig) -> float | None:
+    """Run the job Hydra composed; return the sweep objective (``None`` for a failed job of a sweep)."""
+    hydra_cfg = HydraConfig.get()
+    output_dir = Path(hydra_cfg.runtime.output_dir)
+    multirun = hydra_cfg.mode == RunMode.MULTIRUN
+    overrides = list(hydra_cfg.overrides.task)
+    with StopGuard():
+        try:
+            return execute(cfg, output_dir, overrides, keep_failed=multirun, log_file=f"{hydra_cfg.job.name}.log")
+        except StopRequested as stop:
+            log.warning("%s. Resume with: python -m rsbench resume=%s", stop, output_dir)
+            if multirun:
+                log.warning("(or rerun the whole sweep with hydra.sweep.dir=%s)", hydra_cfg.sweep.dir)
+            raise SystemExit(stop.exit_code) from None
+        except Exception as error:
+            message = user_message(error)
+            if not multirun:
+                if message is None:
+                    raise
+                print(f"rsbench: error: {message}", file=sys.stderr, flush=True)
+                raise SystemExit(2) from None
+            if message is None:
+                log.exception("job %s failed (%s)", hydra_cfg.job.num, " ".join(overrides))
+            else:
+                log.error("job %s failed (%s): %s", hydra_cfg.job.num, " ".join(overrides), message)
+            return None
+
+
+def execute(
+    cfg: DictConfig,
+    output_dir: Path,
+    overrides: Sequence[str],
+    *,
+    keep_failed: bool = False,
+    wait: bool = False,
+    log_file: str | None = None,
+) -> float | None:
+    """Run ``cfg`` in ``output_dir``: take its lock, check that it may continue what is there, run, record the outcome.
+
+    Args:
+        cfg: the composed config (``output_dir`` must resolve to ``output_dir``).
+        output_dir: the run directory.
+        overrides: the overrides that made ``cfg`` (stored for ``resume=``).
+        keep_failed: record a failure in the checks in ``status.json`` of the directory this job created (sweep
+            jobs), instead of removing that directory.
+        wait: wait for another process that holds the directory instead of failing (shared teacher runs).
+        log_file: the name of Hydra's log file in ``output_dir`` (the only file a new directory holds at the start).
+    """
+    from rsbench.certify.records import record_files
+    from rsbench.resume import check_resumable
+    from rsbench.run import run
+
+    if not is_global_zero():  # the other processes of a DDP run: rank 0 holds the lock and writes the run files
+        check_resumable(cfg, output_dir, certified=bool(record_files(output_dir, None)))
+        return run(cfg)
+    created = is_new(output_dir, log_file)
+    started = False
+
+    def ready() -> None:
+        nonlocal started
+        started = True
+        save_run_config(output_dir, cfg, overrides)
+        write_status(output_dir, "running", overrides)
+
+    try:
+        check_resumable(cfg, output_dir, certified=bool(record_files(output_dir, None)))  # read-only: before the lock
+        with RunLock(output_dir, wait=wait):
+            value = run(cfg, on_ready=ready)
+            write_status(output_dir, "completed", overrides, objective=value)
+            return value
+    except RunDirectoryBusyError:
+        raise  # the directory is another process's (even if both found it new): leave it exactly as it is
+    except BaseException as error:
+        stopped = isinstance(error, StopRequested | SystemExit | KeyboardInterrupt)  # by a signal or a launcher
+        if started:
+            write_status(output_dir, "interrupted" if stopped else "failed", overrides, error=_describe(error))
+        elif created and keep_failed and not stopped:  # a sweep job: its folder records why it failed
+            write_status(output_dir, "failed", overrides, error=_describe(error))
+        elif created:
+            remove_new(output_dir, log_file)
+        raise  # a directory this job did not create (a refused resume) is left exactly as it was
+
+
+def is_global_zero() -> bool:
+    """Whether this is the first (or only) process of the run, by the rank variables of torchrun, Lightning, SLURM."""
+    return all(os.environ.get(name, "0") in ("", "0") for name in RANK_VARIABLES)
+
+
+def is_new(output_dir: Path, log_file: str | None) -> bool:
+    """Whether ``output_dir`` holds nothing yet but Hydra's log file (Hydra creates the directory before the job)."""
+    if not output_dir.exists():
+        return True
+    return {entry.name for entry in output_dir.iterdir()} <= {log_file}
+
+
+def remove_new(output_dir: Path, log_file: str | None) -> None:
+    """Remove a run directory whose job stopped before any work, with the empty folders above it (below the cwd)."""
+    leftovers = {entry.name for entry in output_dir.iterdir()} if output_dir.exists() else set()
+    if not leftovers <= {log_file, LOCK_FILE.parts[0]}:
+        return  # something else appeared meanwhile: keep it
+    shutil.rmtree(output_dir, ignore_errors=True)
+    cwd = Path.cwd().resolve()
+    parent = output_dir.resolve().parent
+    while parent != cwd and cwd in parent.parents and not any(parent.iterdir()):
+        parent.rmdir()
+        parent = parent.parent
+
+
+def save_run_config(output_dir: Path, cfg: DictConfig, overrides: Sequence[str]) -> None:
+    """Write ``.hydra/config.yaml``, ``overrides.yaml`` (and ``hydra.yaml``) once: a resumed run keeps its originals."""
+    folder = output_dir / RUN_CONFIG
+    if (folder / "config.yaml").is_file():
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(cfg, folder / "config.yaml")
+    OmegaConf.save(OmegaConf.create(list(overrides)), folder / "overrides.yaml")
+    if HydraConfig.initialized() and Path(HydraConfig.get().runtime.output_dir).resolve() == output_dir.resolve():
+        OmegaConf.save(OmegaConf.create({"hydra": HydraConfig.get()}), folder / "hydra.yaml")
+
+
+def _describe(error: BaseException) -> str:
+    return user_message(error) or f"{type(error).__name__}: {error}"

@@ -1,0 +1,100 @@
+"""One writer per run directory: an advisory ``flock`` on ``<run dir>/.rsbench/lock``.
+
+The lock file holds the pid, host, start time and command of the process that holds it, so a second process can say
+who is in the way. The operating system releases a ``flock`` when its process dies (even by ``kill -9``), so a crash
+never leaves a directory locked; the file itself stays and is simply locked again by the next run. On NFS, Linux
+maps ``flock`` to an NFS lock, which holds across machines.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TextIO
+
+from rsbench.errors import RunDirectoryBusyError
+
+log = logging.getLogger(__name__)
+
+LOCK_FILE = Path(".rsbench") / "lock"
+
+
+class RunLock:
+    """Hold the lock of ``directory`` while the ``with`` block runs.
+
+    Args:
+        directory: the run directory (created if missing).
+        wait: block until the holder finishes instead of failing (used for shared caches such as teachers).
+    """
+
+    def __init__(self, directory: Path, wait: bool = False) -> None:
+        self.path = Path(directory) / LOCK_FILE
+        self.wait = wait
+        self._file: TextIO | None = None
+
+    def __enter__(self) -> RunLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        file = self.path.open("a+")
+        try:
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # held by another process (EWOULDBLOCK)
+            holder = _read_holder(self.path)
+            if not self.wait:
+                file.close()
+                stop = f"kill -TERM {holder['pid']}" if "pid" in holder else "kill -TERM <its pid>"
+                raise RunDirectoryBusyError(
+                    f"{self.path.parent.parent} is in use by {_describe(holder)}; wait for it to finish, or stop it "
+                    f"({stop}) and resume it, or choose another hydra.run.dir"
+                ) from None
+            log.info("waiting for %s to finish with %s", _describe(holder), self.path.parent.parent)
+            fcntl.flock(file, fcntl.LOCK_EX)
+        except OSError as error:  # a file system without locks (Lustre mounted with noflock, some FUSE mounts)
+            log.warning("cannot lock %s (%s): nothing stops a second process from writing into it", self.path, error)
+        file.seek(0)
+        file.truncate()
+        json.dump(_this_process(), file)
+        file.flush()
+        self._file = file
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.release()
+
+    def release(self) -> None:
+        """Give the lock up (idempotent)."""
+        if self._file is not None:
+            self._file.close()  # closing the only descriptor of the file releases its flock
+            self._file = None
+
+
+def _this_process() -> dict[str, Any]:
+    return {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "since": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "command": " ".join(["rsbench", *sys.argv[1:]]),
+    }
+
+
+def _read_holder(path: Path) -> dict[str, Any]:
+    try:
+        holder = json.loads(path.read_text() or "{}")
+    except (OSError, ValueError):
+        return {}
+    return holder if isinstance(holder, dict) else {}
+
+
+def _describe(holder: dict[str, Any]) -> str:
+    if "pid" not in holder:
+        return "another process"
+    since, command = holder.get("since", "?"), holder.get("command", "?")
+    return f"pid {holder['pid']} on {holder.get('host', '?')} (since {since}: {command})"

@@ -1,0 +1,109 @@
+"""Names that say what a run varies, built from Hydra's task overrides (``hydra.overrides.task``).
+
+A sweep such as ``python -m rsbench -m method=consistency method.lbd=5,10 seed=0,1`` gives each job
+
+- a folder ``<job number>_method.lbd=5,method=consistency,seed=0`` (``hydra.sweep.subdir``), not ``0/``;
+- a W&B run name ``consistency-mnist_embedded-sigma0.25[method.lbd=5,seed=0]``;
+- a W&B group ``consistency-mnist_embedded-sigma0.25[method.lbd=5]``: the runs of one setting over seeds, which W&B
+  draws as one line with a band;
+- W&B tags ``consistency``, ``mnist_embedded``, ``sigma=0.25``, ``method.lbd=5``, ``seed=0``.
+
+Overrides whose values are paths (checkpoints, data directories) name no hyperparameter and are left out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Collection, Sequence
+
+PATH_KEYS = frozenset({"ckpt_path", "data_dir", "method.teacher_ckpt", "method.teacher_cache_dir"})
+# How a run is run or shown, not what it computes: left out of names (and of the report's setting columns).
+PRESENTATION_KEYS = frozenset(
+    {"trainer.enable_progress_bar", "trainer.enable_model_summary", "trainer.log_every_n_steps"}
+)
+PRESENTATION_PREFIXES = ("logger", "hydra")
+MAX_DIRNAME = 200  # well under the 255 bytes most filesystems allow for one path component
+MAX_TAG = 64  # W&B's limit on one tag
+
+
+def override_key(override: str) -> str:
+    """The config key an override sets: ``method.lbd`` for ``method.lbd=5``, ``+foo`` and ``~foo`` without the sign.
+
+    >>> override_key("+trainer.max_epochs=3")
+    'trainer.max_epochs'
+    """
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def describes_setting(key: str, value: str) -> bool:
+    """Whether an override ``key=value`` says what a run computes (not a path, a logger or a display option).
+
+    >>> [describes_setting(k, v) for k, v in [("method.lbd", "5"), ("logger", "wandb"), ("ckpt_path", "a/b")]]
+    [True, False, False]
+    """
+    return not (
+        key in PATH_KEYS
+        or key in PRESENTATION_KEYS
+        or key.split(".")[0].split("/")[0] in PRESENTATION_PREFIXES
+        or "/" in value
+    )
+
+
+def descriptive_overrides(overrides: Sequence[str], drop: Collection[str] = ()) -> list[str]:
+    """The overrides that describe a run (:func:`describes_setting`), sorted, without the keys in ``drop``.
+
+    >>> descriptive_overrides(["seed=1", "method.teacher_ckpt=t/best.ckpt", "logger=wandb", "method.lbd=5"], ["seed"])
+    ['method.lbd=5']
+    """
+    kept = []
+    for override in overrides:
+        key = override_key(override)
+        value = override.split("=", 1)[1] if "=" in override else ""
+        if key not in drop and describes_setting(key, value):
+            kept.append(override.lstrip("+"))
+    return sorted(kept)
+
+
+def job_dirname(num: int, overrides: Sequence[str]) -> str:
+    """A sweep job's folder: its number, then its descriptive overrides (``3_method.lbd=5,sigma=0.5``).
+
+    The number keeps folders unique and in launch order; a name longer than :data:`MAX_DIRNAME` is cut and ends
+    with a hash of the whole, so two long names never collide.
+
+    >>> job_dirname(0, ["sigma=0.5", "method=consistency"])
+    '0_method=consistency,sigma=0.5'
+    """
+    name = f"{num}_" + ",".join(descriptive_overrides(overrides))
+    if len(name) > MAX_DIRNAME:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+        name = f"{name[: MAX_DIRNAME - 9]}~{digest}"
+    return name.rstrip("_")
+
+
+def run_name(method: str, dataset: str, sigma: float, overrides: Sequence[str], drop: Collection[str] = ()) -> str:
+    """``<method>-<dataset>-sigma<sigma>`` followed by the other descriptive overrides in brackets, if any.
+
+    >>> run_name("consistency", "mnist_embedded", 0.25, ["method=consistency", "method.lbd=5", "seed=1"])
+    'consistency-mnist_embedded-sigma0.25[method.lbd=5,seed=1]'
+    """
+    rest = descriptive_overrides(overrides, drop={"method", "dataset", "sigma", *drop})
+    return f"{method}-{dataset}-sigma{sigma}" + (f"[{','.join(rest)}]" if rest else "")
+
+
+def group_name(method: str, dataset: str, sigma: float, overrides: Sequence[str]) -> str:
+    """The run name without the seed: the runs of one setting that differ only in ``seed`` share it.
+
+    >>> group_name("gaussian", "cifar10", 0.5, ["seed=2"])
+    'gaussian-cifar10-sigma0.5'
+    """
+    return run_name(method, dataset, sigma, overrides, drop={"seed"})
+
+
+def run_tags(method: str, dataset: str, sigma: float, overrides: Sequence[str]) -> list[str]:
+    """W&B tags: the method, the dataset, ``sigma=<sigma>`` and each descriptive override (cut to 64 characters).
+
+    >>> run_tags("catrs", "cifar10", 1.0, ["method.lbd=2"])
+    ['catrs', 'cifar10', 'sigma=1.0', 'method.lbd=2']
+    """
+    rest = descriptive_overrides(overrides, drop={"method", "dataset", "sigma"})
+    return [method, dataset, f"sigma={sigma}", *(tag[:MAX_TAG] for tag in rest)]

@@ -1,0 +1,97 @@
+"""``python -m rsbench.report <runs...>``: the paper table of certification results, with uncertainty.
+
+Examples::
+
+    python -m rsbench.report multirun/embedded_mnist_study --baseline gaussian --radii 0 0.5 1 1.5 2
+    python -m rsbench.report outputs/cifar10 --out report --published-source catrs
+    python -m rsbench.report logs/noise_0.25.tsv --label "CAT-RS (released)" --dataset cifar10 --n 100000
+
+Prints the Markdown report and writes report.md, report.tex (booktabs), one CSV per table and the figures
+(curves.png, envelope.png, pa_lower.png) into --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from rsbench.report.build import build_sections
+from rsbench.report.load import ReportError, find_results
+from rsbench.report.plots import write_figures
+from rsbench.report.render import markdown, write_report
+from rsbench.report.rows import group_rows
+from rsbench.report.tables import Options
+
+log = logging.getLogger("rsbench.report")
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m rsbench.report``."""
+    p = argparse.ArgumentParser(
+        prog="python -m rsbench.report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("paths", nargs="+", type=Path, help="run or sweep folders, metrics.json files, or certify TSVs")
+    p.add_argument("--radii", nargs="+", type=float, default=[0.0, 0.25, 0.5, 0.75, 1.0], help="certified accuracy at")
+    p.add_argument("--baseline", help="pair every row with this method's row (e.g. gaussian), or with this run")
+    p.add_argument("--out", type=Path, default=Path("report"), help="folder for the files (default: ./report)")
+    p.add_argument("--confidence", type=float, default=0.95, help="interval coverage (default 0.95)")
+    p.add_argument(
+        "--ci-method",
+        default="beta",
+        choices=["beta", "wilson", "agresti_coull", "jeffreys", "normal"],
+        help="binomial interval of certified accuracy (statsmodels; beta = Clopper-Pearson, the default)",
+    )
+    p.add_argument("--acr-interval", default="t", choices=["t", "bootstrap"], help="interval of ACR over images")
+    p.add_argument("--no-published", action="store_true", help="leave out the papers' published numbers")
+    p.add_argument("--published-source", help="compare only with published sources whose id contains this")
+    p.add_argument("--no-plots", action="store_true", help="write no figures")
+    p.add_argument("--wandb", action="store_true", help="also log the tables and figures to W&B (offline by default)")
+    p.add_argument("--wandb-project", default="rsbench", help="the W&B project of --wandb (default rsbench)")
+    tsv = p.add_argument_group("certify TSV files (Cohen et al.'s format) given directly")
+    tsv.add_argument("--label", help="the row name (default: the folder holding the file)")
+    tsv.add_argument("--sigma", type=float, help="the noise level (default: from the path, e.g. noise_0.25)")
+    tsv.add_argument("--dataset", help="the dataset (default: a dataset name in the path)")
+    tsv.add_argument("--n", type=int, help="estimation samples per image, if known")
+    tsv.add_argument("--alpha", type=float, help="failure probability, if known")
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Read the runs, print the report and write its files; bad input ends with a message and exit status 2."""
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if not 0 < args.confidence < 1:
+        parser().error(f"--confidence must be in (0, 1), got {args.confidence}")
+    options = Options(tuple(sorted(set(args.radii))), args.confidence, args.ci_method, args.acr_interval)
+    try:
+        results = find_results(
+            args.paths, label=args.label, sigma=args.sigma, dataset=args.dataset, n=args.n, alpha=args.alpha
+        )
+        rows, keys, common = group_rows(results)
+        sections, notes = build_sections(
+            rows,
+            keys,
+            common,
+            options,
+            baseline=args.baseline,
+            published=not args.no_published,
+            published_source=args.published_source,
+        )
+    except ReportError as error:
+        log.error("rsbench.report: %s", error)
+        sys.exit(2)
+    print(markdown(sections, notes))
+    written = write_report(args.out, sections, notes)
+    if not args.no_plots:
+        written += write_figures(rows, options, args.out)
+    if args.wandb:
+        from rsbench.report.wandb_table import log_report
+
+        log_report(sections, written, args.wandb_project, [str(p) for p in args.paths])
+    log.info("wrote %s", ", ".join(str(p) for p in written))
+
+
+if __name__ == "__main__":
+    main()

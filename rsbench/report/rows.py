@@ -1,0 +1,148 @@
+"""Group results into the rows of a table: one row per setting, its runs differing only in ``seed``.
+
+A setting is the method (with its variant: sound/unsound, sequential), dataset, architecture, sigma, the method's
+recorded hyperparameters and the value of every key any run overrode on the command line (``.hydra/overrides.yaml``;
+the seed excepted). Runs of one setting must have been certified alike (n0, n, alpha, mode, the same images);
+otherwise the report stops and names them, since averaging them would mix two experiments.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from rsbench.report.load import ReportError, Result, canonical
+from rsbench.report.stats import Estimate, MeanInterval, mean_interval, proportion_interval
+
+DEDICATED = {"method", "dataset", "arch", "sigma", "seed"}  # keys with their own column, or the one rows average
+PROTOCOL_KEYS = ("n0", "n", "alpha", "mode", "precision", "test_size", "subset")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One setting: its results, one per seed, certified on the same images under the same protocol."""
+
+    results: tuple[Result, ...]
+    settings: tuple[tuple[str, str], ...]  # (key, value) for every override key whose value differs between rows
+
+    @property
+    def first(self) -> Result:
+        """The first result (they agree on everything but the seed and the weights)."""
+        return self.results[0]
+
+    @property
+    def label(self) -> str:
+        """The method with its variant."""
+        return self.first.label
+
+    @property
+    def seeds(self) -> list[int | None]:
+        """The training seeds of the runs."""
+        return [r.seed for r in self.results]
+
+    @property
+    def images(self) -> tuple[int, ...]:
+        """The certified image indices."""
+        return self.first.images
+
+    @property
+    def name(self) -> str:
+        """The method, sigma and the settings that set this row apart, for messages and legends."""
+        parts = [self.label, f"sigma={self.first.sigma:g}"] + [f"{k}={v}" for k, v in self.settings if v != "-"]
+        return " ".join(parts)
+
+    @cached_property
+    def scores(self) -> np.ndarray:
+        """Per-image scores (correct * radius) averaged over the seeds, in image order."""
+        return np.mean([r.scores for r in self.results], axis=0)
+
+    def certified(self, radius: float) -> np.ndarray:
+        """Per image, the fraction of the seeds that certify it at ``radius`` (0 or 1 for one seed)."""
+        return np.mean([r.certified(radius) for r in self.results], axis=0)
+
+    def acr(self, confidence: float, method: MeanInterval) -> Estimate:
+        """ACR (mean over seeds) with its SE and interval over the images (of the seed-averaged scores)."""
+        return mean_interval(self.scores, confidence, method)
+
+    def accuracy(self, radius: float, confidence: float, ci_method: str) -> Estimate:
+        """Certified accuracy at ``radius`` (mean over seeds) with its binomial interval over the images."""
+        return proportion_interval(float(np.sum(self.certified(radius))), len(self.images), confidence, ci_method)
+
+    def seed_values(self, radius: float | None = None) -> np.ndarray:
+        """Per seed: ACR, or certified accuracy at ``radius``."""
+        if radius is None:
+            return np.array([np.mean(r.scores) for r in self.results])
+        return np.array([np.mean(r.certified(radius)) for r in self.results])
+
+    def seed_sd(self, radius: float | None = None) -> float:
+        """The sample standard deviation over seeds of ACR (or of certified accuracy at ``radius``); nan for 1 seed."""
+        values = self.seed_values(radius)
+        return float(np.std(values, ddof=1)) if len(values) > 1 else math.nan
+
+
+def group_rows(results: Sequence[Result]) -> tuple[list[Row], list[str], dict[str, str]]:
+    """The rows of the table, the override keys whose values differ between rows, and those common to all rows.
+
+    Every key some run overrode (``method``, ``dataset``, ``arch``, ``sigma``, ``seed`` excepted) takes part in telling
+    settings apart; the ones with one value for all rows are returned apart, for a table's caption.
+
+    Raises:
+        ReportError: two runs of one setting were certified differently, or share a seed (the message names them).
+    """
+    keys = sorted({k for r in results for k in r.overrides} - DEDICATED)
+    groups: dict[tuple[Any, ...], list[Result]] = {}
+    for result in results:
+        settings = tuple((k, result.setting(k)) for k in keys)
+        identity = (
+            result.label,
+            result.dataset,
+            result.arch,
+            canonical(result.sigma),
+            settings,
+            tuple(sorted((k, canonical(v)) for k, v in result.hparams.items())),
+        )
+        groups.setdefault(identity, []).append(result)
+    for members in groups.values():
+        _check_alike(members)
+    values = {key: {dict(identity[4])[key] for identity in groups} for key in keys}
+    varying = [key for key in keys if len(values[key]) > 1]
+    common = {key: next(iter(values[key])) for key in keys if len(values[key]) == 1}
+    rows = [
+        Row(
+            tuple(sorted(members, key=lambda r: (r.seed is None, r.seed or 0))),
+            tuple((k, v) for k, v in identity[4] if k in varying),
+        )
+        for identity, members in groups.items()
+    ]
+    rows.sort(key=lambda row: (row.first.dataset, row.first.sigma, row.label, row.settings))
+    return rows, varying, common
+
+
+def _check_alike(members: list[Result]) -> None:
+    first = members[0]
+    for other in members[1:]:
+        differences = [
+            f"{key}: {first.protocol.get(key)!r} vs {other.protocol.get(key)!r}"
+            for key in PROTOCOL_KEYS
+            if first.protocol.get(key) != other.protocol.get(key)
+        ]
+        if differences:
+            raise ReportError(
+                f"{first.source} and {other.source} are the same setting ({first.label}, sigma={first.sigma:g}) "
+                f"but were certified under different protocols ({'; '.join(differences)}), so their seeds cannot "
+                "be averaged. Certify them alike, or report them separately."
+            )
+    seeds = [m.seed for m in members]
+    for seed in set(seeds):
+        same = [str(m.source) for m in members if m.seed == seed]
+        if len(same) > 1:
+            what = f"seed {seed}" if seed is not None else "no seed recorded"
+            raise ReportError(
+                f"{', '.join(same)} are the same setting ({first.label}, sigma={first.sigma:g}) with {what}: "
+                "pass only one of them (or give TSV files different labels)"
+            )

@@ -1,0 +1,185 @@
+"""The report's tables as pandas DataFrames: numbers for CSV, formatted cells for Markdown, LaTeX and W&B.
+
+``results_frame`` holds every number (means, intervals, seed sd, the runs); ``display_frame`` is the paper table:
+one line per setting, the columns that differ between lines, and each value with its uncertainty:
+
+- ``0.739 [0.731, 0.747]``: the value over all certified images with its 95% interval over the images;
+- ``0.739 ± 0.012 [...]``: several seeds: their mean, the sample sd over seeds, then the interval over images of
+  the seed average;
+- ``-``: a radius beyond what the protocol can certify (sigma * Phi^-1(alpha^(1/n))).
+
+Columns that are the same on every line (dataset, n, alpha, a common override such as ``experiment=mnist_study``)
+move into the caption.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from rsbench.report.rows import Row
+from rsbench.report.stats import MeanInterval
+
+
+@dataclass(frozen=True)
+class Options:
+    """How the report computes and shows uncertainty."""
+
+    radii: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
+    confidence: float = 0.95
+    ci_method: str = "beta"  # statsmodels proportion_confint method; beta = Clopper-Pearson
+    acr_interval: MeanInterval = "t"
+
+
+CI_NAMES = {"beta": "Clopper-Pearson", "wilson": "Wilson", "agresti_coull": "Agresti-Coull", "normal": "Wald"}
+
+
+def radius_column(radius: float) -> str:
+    """The column of certified accuracy at ``radius`` (``acc@0.5``)."""
+    return f"acc@{radius:g}"
+
+
+def results_frame(rows: Sequence[Row], options: Options) -> pd.DataFrame:
+    """Every number of the table, one line per row (accuracies as fractions; nan beyond a row's radius cap)."""
+    lines = []
+    for row in rows:
+        first = row.first
+        acr = row.acr(options.confidence, options.acr_interval)
+        line: dict[str, Any] = {
+            "label": row.label,
+            "method": first.method,
+            "variant": first.variant,
+            "sound": first.sound,
+            "dataset": first.dataset,
+            "arch": first.arch,
+            "sigma": first.sigma,
+            **{key: value for key, value in row.settings},
+            "seeds": len(row.results),
+            "seed_list": " ".join("?" if s is None else str(s) for s in row.seeds),
+            "images": len(row.images),
+            "subset": first.protocol.get("subset"),
+            "n0": first.protocol.get("n0"),
+            "n": first.protocol.get("n"),
+            "alpha": first.protocol.get("alpha"),
+            "mode": first.protocol.get("mode"),
+            "samples_per_image": first.mean_samples,
+            "radius_cap": first.cap,
+            "acr": acr.value,
+            "acr_se": acr.se,
+            "acr_low": acr.low,
+            "acr_high": acr.high,
+            "acr_sd_seeds": row.seed_sd(),
+        }
+        for radius in options.radii:
+            column = radius_column(radius)
+            if radius > first.cap:
+                line.update({column: math.nan, f"{column}_low": math.nan, f"{column}_high": math.nan})
+                continue
+            accuracy = row.accuracy(radius, options.confidence, options.ci_method)
+            line.update(
+                {
+                    column: accuracy.value,
+                    f"{column}_low": accuracy.low,
+                    f"{column}_high": accuracy.high,
+                    f"{column}_sd_seeds": row.seed_sd(radius),
+                }
+            )
+        line["rounded_radii"] = any(r.rounded_radii for r in row.results)
+        line["runs"] = ";".join(str(r.source) for r in row.results)
+        lines.append(line)
+    return pd.DataFrame(lines)
+
+
+def display_frame(
+    frame: pd.DataFrame, keys: Sequence[str], options: Options, common: Mapping[str, str] | None = None
+) -> tuple[pd.DataFrame, str]:
+    """The paper table (formatted cells) and its caption (the constant columns and what the numbers mean).
+
+    Args:
+        frame: the numbers (``results_frame``).
+        keys: the override keys that differ between rows (a column each).
+        options: radii and interval settings.
+        common: override keys with one value for every row, named in the caption.
+    """
+    shown: dict[str, list[str]] = {"method": list(frame["label"]), "sigma": [sigma_text(s) for s in frame["sigma"]]}
+    constant: list[str] = []
+    optional = {
+        "dataset": [str(v) for v in frame["dataset"]],
+        "arch": [str(v) for v in frame["arch"]],
+        **{key: [str(v) for v in frame[key]] for key in keys},
+        "images": [_count(v) for v in frame["images"]],
+        "n": [_count(v) for v in frame["n"]],
+        "alpha": [_number(v) for v in frame["alpha"]],
+    }
+    if (frame["mode"] == "sequential").any():  # sequential CERTIFY draws fewer samples than n; show how many
+        optional["samples/img"] = [_count(v) for v in frame["samples_per_image"].fillna(frame["n"])]
+    for name, values in optional.items():
+        if len(set(values)) > 1:
+            shown[name] = values
+        elif values and values[0] not in ("?", "nan", "None"):
+            constant.append(f"{name}={values[0]}")
+    constant += [f"{key}={value}" for key, value in (common or {}).items()]
+    several_seeds = bool((frame["seeds"] > 1).any())
+    if several_seeds or len(set(frame["seeds"])) > 1:
+        shown["seeds"] = [str(k) for k in frame["seeds"]]
+    shown["ACR"] = [
+        _cell(line.acr, line.acr_sd_seeds, line.acr_low, line.acr_high, 1.0, 3) for line in frame.itertuples()
+    ]
+    for radius in options.radii:
+        column = radius_column(radius)
+        shown[f"r={radius:g}"] = [
+            "-"
+            if math.isnan(value)
+            else _cell(
+                value,
+                frame.at[i, f"{column}_sd_seeds"],
+                frame.at[i, f"{column}_low"],
+                frame.at[i, f"{column}_high"],
+                100.0,
+                1,
+            )
+            for i, value in enumerate(frame[column])
+        ]
+    level = f"{100 * options.confidence:g}%"
+    acr_kind = "t interval" if options.acr_interval == "t" else "BCa bootstrap interval"
+    caption = (
+        f"ACR and certified accuracy (%) at radius r. [a, b]: {level} interval over the certified images "
+        f"(ACR: {acr_kind}; accuracy: {CI_NAMES.get(options.ci_method, options.ci_method)})"
+        + ("; ± sd over seeds, the value being their mean" if several_seeds else "")
+        + "; - : beyond the radius the protocol can certify."
+        + (f" Common to all rows: {', '.join(constant)}." if constant else "")
+    )
+    if frame["rounded_radii"].any():
+        caption += " Some rows were read from TSVs with 3-significant-digit radii (Cohen's format)."
+    return pd.DataFrame(shown), caption
+
+
+def sigma_text(sigma: float) -> str:
+    """Sigma as the papers write it: two decimals (``0.25``, ``1.00``), more only when needed.
+
+    >>> sigma_text(1.0), sigma_text(0.12), sigma_text(0.125)
+    ('1.00', '0.12', '0.125')
+    """
+    text = f"{sigma:.2f}"
+    return text if float(text) == sigma else f"{sigma:g}"
+
+
+def _cell(value: float, sd: float, low: float, high: float, scale: float, digits: int) -> str:
+    text = f"{scale * value:.{digits}f}"
+    if not math.isnan(sd):
+        text += f" ± {scale * sd:.{digits}f}"
+    if not math.isnan(low):
+        text += f" [{scale * low:.{digits}f}, {scale * high:.{digits}f}]"
+    return text
+
+
+def _count(value: Any) -> str:
+    return "?" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{float(value):,.0f}"
+
+
+def _number(value: Any) -> str:
+    return "?" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{float(value):g}"

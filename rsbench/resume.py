@@ -1,0 +1,134 @@
+"""What a resumed run may change: the settings that made its checkpoints and its certificates must stay the same.
+
+A run directory keeps the config it was started with in ``.hydra/config.yaml``. Rerunning into it (``resume=<dir>``,
+the same ``hydra.run.dir``, or a requeued SLURM job) continues the run only if the requested config trains the same
+model (:data:`TRAINED` minus :data:`FREE`) and, once certificates exist, certifies under the same protocol
+(:data:`CERTIFIED` minus :data:`FREE`). Everything else (where the data lives, loggers, progress bars, how many
+images to certify) may change. Values are compared resolved, so ``method.lbd=1.0`` and the lookup that gave 1.0 are
+the same setting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from rsbench.cli import RUN_CONFIG
+from rsbench.errors import ResumeMismatchError
+
+STORED_CONFIG = Path(RUN_CONFIG) / "config.yaml"
+TRAINED = (
+    "sigma",
+    "seed",
+    "train",
+    "allow_sigma_mismatch",
+    "ckpt_path",
+    "recipe",
+    "arch",
+    "method",
+    "dataset",
+    "optimizer",
+    "scheduler",
+    "trainer",
+    "callbacks",
+)
+CERTIFIED = ("certify", "test_ckpt")
+FREE = (
+    "dataset.data_dir",
+    "dataset.num_workers",
+    "dataset.pin_memory",
+    "dataset.download",
+    "trainer.accelerator",
+    "trainer.enable_progress_bar",
+    "trainer.enable_model_summary",
+    "trainer.log_every_n_steps",
+    "trainer.default_root_dir",
+    "method.teacher_batch_size",
+    "certify.max_images",
+    "certify.batch_size",
+    "certify.images_per_batch",
+    "certify.enabled",
+    "certify.output_dir",
+)
+_MISSING = "<not set>"
+
+
+def settings(cfg: DictConfig, keys: Iterable[str] = TRAINED, free: Iterable[str] = FREE) -> dict[str, Any]:
+    """The resolved leaf values under ``keys`` (``dotted.key -> value``), without the keys in ``free``."""
+    leaves: dict[str, Any] = {}
+    for key in keys:
+        try:
+            node = OmegaConf.select(cfg, key, default=_MISSING)
+        except Exception:  # an interpolation that no longer resolves: compare it as written
+            node = OmegaConf.to_container(cfg, resolve=False).get(key)  # type: ignore[union-attr]
+        _flatten(cfg, key, node, leaves)
+    skipped = tuple(free)
+    return {key: value for key, value in leaves.items() if not any(_under(key, f) for f in skipped)}
+
+
+def check_resumable(cfg: DictConfig, output_dir: Path, certified: bool) -> None:
+    """Refuse to continue the run in ``output_dir`` with settings that change what it trained (or certified).
+
+    Args:
+        cfg: the requested config.
+        output_dir: the run directory; a directory without ``.hydra/config.yaml`` accepts any config.
+        certified: whether certification rows exist (then the certification protocol must match too).
+
+    Raises:
+        ResumeMismatchError: naming every differing key with the run's value and the requested one.
+    """
+    path = Path(output_dir) / STORED_CONFIG
+    if not path.is_file():
+        return
+    stored = OmegaConf.load(path)
+    assert isinstance(stored, DictConfig)
+    keys = (*TRAINED, *CERTIFIED) if certified else TRAINED
+    before = settings(stored, keys)
+    after = settings(cfg, keys)
+    _same_run_checkpoint(before, after, Path(output_dir))
+    differences = [
+        f"  {key}: the run has {before.get(key, _MISSING)!r}, this command asks for {after.get(key, _MISSING)!r}"
+        for key in sorted(set(before) | set(after))
+        if before.get(key, _MISSING) != after.get(key, _MISSING)
+    ]
+    if differences:
+        what = "trained or certified" if certified else "trained"
+        raise ResumeMismatchError(
+            f"{output_dir} was {what} with other settings, so this command cannot continue it:\n"
+            + "\n".join(differences)
+            + f"\nContinue it with its own settings (python -m rsbench resume={output_dir}, adding only "
+            "certification or logging options), or write to a new directory."
+        )
+
+
+def _same_run_checkpoint(before: dict[str, Any], after: dict[str, Any], output_dir: Path) -> None:
+    """``ckpt_path=<this run>/checkpoints/<x>.ckpt`` asks for the resume itself (the older way), not a change."""
+    requested = after.get("ckpt_path")
+    if isinstance(requested, str):
+        path = Path(requested).expanduser().resolve()
+        if path.parent == (output_dir / "checkpoints").resolve():
+            after["ckpt_path"] = before.get("ckpt_path")
+
+
+def _flatten(root: DictConfig, key: str, node: Any, leaves: dict[str, Any]) -> None:
+    if isinstance(node, DictConfig):
+        raw = OmegaConf.to_container(node, resolve=False)
+        assert isinstance(raw, dict)
+        for child in node:
+            child_key = f"{key}.{child!s}"
+            try:
+                value = OmegaConf.select(root, child_key, default=_MISSING)
+            except Exception:  # an interpolation that no longer resolves: compare it as written
+                value = raw[child]
+            _flatten(root, child_key, value, leaves)
+    elif OmegaConf.is_config(node):
+        leaves[key] = OmegaConf.to_container(node, resolve=True)
+    else:
+        leaves[key] = node
+
+
+def _under(key: str, prefix: str) -> bool:
+    return key == prefix or key.startswith(prefix + ".")

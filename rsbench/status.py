@@ -1,0 +1,53 @@
+"""``status.json``: how a run stands (running, completed, failed, interrupted), with its overrides and outcome.
+
+Written by the job into its run directory when its checks have passed and again when it ends; a sweep's summary is
+built from its jobs' status files, so it also covers jobs that ran in other processes (SLURM, local_jobs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+STATUS = "status.json"
+State = Literal["running", "completed", "failed", "interrupted"]
+
+
+def write_status(
+    directory: Path,
+    state: State,
+    overrides: Sequence[str],
+    *,
+    objective: float | None = None,
+    error: str | None = None,
+) -> None:
+    """Record ``state`` in ``<directory>/status.json`` (atomically: a reader never sees half a file)."""
+    status: dict[str, Any] = {
+        "status": state,
+        "overrides": list(overrides),
+        "objective": objective,
+        "error": error,
+        "resume": f"python -m rsbench resume={directory}",
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "updated": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    path = Path(directory) / STATUS
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f"{STATUS}.tmp{os.getpid()}")
+    temporary.write_text(json.dumps(status, indent=2) + "\n")
+    temporary.replace(path)
+
+
+def read_status(directory: Path) -> dict[str, Any] | None:
+    """The status of the run in ``directory``, or ``None`` when it has none (or an unreadable one)."""
+    try:
+        status = json.loads((Path(directory) / STATUS).read_text())
+    except (OSError, ValueError):
+        return None
+    return status if isinstance(status, dict) else None

@@ -1,0 +1,77 @@
+"""Runs are named after what they vary: sweep folders, W&B names, groups and tags; and a real sweep's report."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+from hydra.core.global_hydra import GlobalHydra
+
+from rsbench.naming import MAX_DIRNAME, job_dirname
+from tests.conftest import ROOT, compose_config
+
+
+def test_wandb_runs_are_named_grouped_and_tagged_by_their_overrides(tmp_path: Path) -> None:
+    cfg = compose_config(
+        "logger=wandb", "method=consistency", "method.lbd=5", "seed=1", "sigma=0.5", output_dir=tmp_path
+    )
+    wandb = cfg.logger.wandb
+    assert wandb.name == "consistency-mnist_embedded-sigma0.5[method.lbd=5,seed=1]"
+    assert wandb.group == "consistency-mnist_embedded-sigma0.5[method.lbd=5]"  # the seeds of one setting together
+    assert list(wandb.tags) == ["consistency", "mnist_embedded", "sigma=0.5", "method.lbd=5", "seed=1"]
+    assert wandb.config.method == "consistency"
+    assert "method.lbd=5" in list(wandb.config.overrides)
+    single = compose_config("logger=wandb", output_dir=tmp_path).logger.wandb
+    assert (single.name, single.group) == ("gaussian-mnist_embedded-sigma0.25", "gaussian-mnist_embedded-sigma0.25")
+    GlobalHydra.instance().clear()
+
+
+def test_sweep_folders_leave_out_paths_and_stay_short() -> None:
+    name = job_dirname(7, ["method=catrs", "method.teacher_ckpt=runs/t/best.ckpt", "logger=wandb", "sigma=1.0"])
+    assert name == "7_method=catrs,sigma=1.0"
+    long = job_dirname(0, [f"method.key{i}={'x' * 20}" for i in range(20)])
+    assert len(long) <= MAX_DIRNAME
+    assert long != job_dirname(0, [f"method.key{i}={'y' * 20}" for i in range(20)])  # the hash tells them apart
+    assert job_dirname(3, []) == "3"
+
+
+def test_a_seed_sweep_is_reported_with_its_seeds_and_as_a_wandb_table(tmp_path: Path) -> None:
+    """The whole path: a real multirun (2 sigmas x 2 seeds, smoke scale), then the report over its folder."""
+    sweep, env = tmp_path / "sweep", {**os.environ, "WANDB_MODE": "offline", "RSBENCH_KEEP_ALLOCATOR": "1"}
+    overrides = ["experiment=smoke", "sigma=0.25,0.5", "seed=0,1", "logger=none", "trainer.enable_progress_bar=false"]
+    subprocess.run(
+        [sys.executable, "-m", "rsbench", "-m", *overrides, f"hydra.sweep.dir={sweep}"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == [
+        "0_experiment=smoke,seed=0,sigma=0.25",
+        "1_experiment=smoke,seed=1,sigma=0.25",
+        "2_experiment=smoke,seed=0,sigma=0.5",
+        "3_experiment=smoke,seed=1,sigma=0.5",
+    ]
+    hparams = json.loads(next(sweep.glob("0_*/metrics.json")).read_text())["hparams"]
+    assert hparams["steps_per_batch"] == 1  # the method's hyperparameters are recorded
+    assert hparams["sigma"] == 0.25
+    out = tmp_path / "report"
+    report = subprocess.run(
+        [sys.executable, "-m", "rsbench.report", str(sweep), "--out", str(out), "--radii", "0", "0.25", "--wandb"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert "## Results" in report.stdout
+    assert "## Envelope over sigma" in report.stdout
+    results = pd.read_csv(out / "results.csv")
+    assert list(results["sigma"]) == [0.25, 0.5]
+    assert list(results["seeds"]) == [2, 2]
+    assert {p.name for p in out.glob("*.png")} == {"curves.png", "envelope.png", "pa_lower.png"}
+    assert list(out.glob("wandb/offline-run-*/run-*.wandb"))  # the W&B run holding the tables
