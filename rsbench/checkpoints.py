@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
+import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
 
-from rsbench.errors import ConfigError, DamagedFileError, UnsafeFileError
-from rsbench.loading import load_weights_only
+from rsbench.errors import ConfigError, DamagedFileError
+from rsbench.loading import load_failure_reason, unsafe_file_error
 
 
 def load_checkpoint(path: str | Path, what: str, advice: str) -> dict[str, Any]:
@@ -25,12 +26,12 @@ def load_checkpoint(path: str | Path, what: str, advice: str) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"{what} is not a file")
     try:
-        checkpoint = load_weights_only(path, what)  # tensors and plain values only: no code runs from the file
-    except UnsafeFileError:
-        raise
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)  # no code runs from the file
     except Exception as error:  # every way a load fails (zip, pickle, EOF) means the same to the user
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise DamagedFileError(f"{what} cannot be read ({type(error).__name__}: {reason}): {advice}") from None
+        unsafe = unsafe_file_error(path, what, error)
+        if unsafe is not None:
+            raise unsafe from None
+        raise DamagedFileError(f"{what} cannot be read ({load_failure_reason(error)}): {advice}") from None
     if not isinstance(checkpoint, Mapping) or "state_dict" not in checkpoint:
         raise DamagedFileError(f"{what} is not a Lightning checkpoint (no state_dict): {advice}")
     return dict(checkpoint)

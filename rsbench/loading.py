@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from rsbench.errors import CheckpointMismatchError, ConfigError, UnsafeFileError
+from rsbench.errors import CheckpointMismatchError, ConfigError, DamagedFileError, UnsafeFileError
 
 
 def load_weights_only(path: str | Path, what: str = "checkpoint") -> Any:
@@ -32,26 +32,45 @@ def load_weights_only(path: str | Path, what: str = "checkpoint") -> Any:
     Raises:
         ConfigError: there is no such file.
         UnsafeFileError: the file holds objects other than tensors and plain values.
+        DamagedFileError: the file is not a PyTorch file at all (truncated, corrupt, another format).
     """
     path = Path(path).expanduser()
     if not path.is_file():
         raise ConfigError(f"{what} {path} does not exist")
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as error:
-        found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(error))
-        reason = (
-            f"it holds an object of type {found.group(1)}"
-            if found
-            else "it is not a PyTorch file of tensors and plain values"
-        )
-        raise UnsafeFileError(
-            f"{what} {path} cannot be read safely: {reason}. Reading it would mean unpickling it, and unpickling "
-            "runs whatever code the file names, so rsbench loads files with torch.load(weights_only=True) only. "
-            "If you trust the file, convert it once into tensors and plain values (this unpickles it):\n"
-            f"  python -m rsbench.importer.plain {path} {path.with_name(path.stem + '.plain.pt')}\n"
-            "and use the converted file."
-        ) from None
+    except Exception as error:  # every way a load fails (zip, pickle, EOF) means the same to the user
+        unsafe = unsafe_file_error(path, what, error)
+        if unsafe is not None:
+            raise unsafe from None
+        raise DamagedFileError(f"{what} {path} cannot be read ({load_failure_reason(error)})") from None
+
+
+def load_failure_reason(error: BaseException) -> str:
+    """Why ``torch.load`` failed, in one line: the weights-only unpickler's own reason, not its boilerplate."""
+    message = str(error)
+    if "WeightsUnpickler error:" in message:
+        detail = message.split("WeightsUnpickler error:", 1)[1].strip().splitlines()
+        return f"not a PyTorch file: {detail[0]}" if detail else "not a PyTorch file"
+    return f"{type(error).__name__}: {message.splitlines()[0]}" if message else type(error).__name__
+
+
+def unsafe_file_error(path: Path, what: str, error: BaseException) -> UnsafeFileError | None:
+    """The refusal for a readable file that holds objects other than tensors and plain values.
+
+    ``None`` when ``error`` (raised by ``torch.load(weights_only=True)``) is something else, e.g. a corrupt file.
+    """
+    found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(error))
+    if not isinstance(error, pickle.UnpicklingError) or found is None:
+        return None
+    return UnsafeFileError(
+        f"{what} {path} cannot be read safely: it holds an object of type {found.group(1)}. Reading it would mean "
+        "unpickling it, and unpickling runs whatever code the file names, so rsbench loads files with "
+        "torch.load(weights_only=True) only. If you trust the file, convert it once into tensors and plain values "
+        "(this unpickles it):\n"
+        f"  python -m rsbench.importer.plain {path} {path.with_name(path.stem + '.plain.pt')}\n"
+        "and use the converted file."
+    )
 
 
 def file_digest(path: str | Path) -> str:
