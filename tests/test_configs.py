@@ -276,3 +276,4 @@ def test_authors_protocol_trains_on_every_image_and_certifies_the_last_epoch(mak
     )
     assert (authors.dataset.val_size, authors.test_ckpt, authors.callbacks.model_checkpoint) == (0, "last", None)
     assert authors.callbacks.last_checkpoint.filename == "last"
+    assert (rsbench.certify.run_protocol, authors.certify.run_protocol) == ("rsbench", "authors")  # -> metrics.json

@@ -56,7 +56,9 @@ def test_a_seed_sweep_is_reported_with_its_seeds_and_as_a_wandb_table(tmp_path: 
         "2_experiment=smoke,seed=0,sigma=0.5",
         "3_experiment=smoke,seed=1,sigma=0.5",
     ]
-    hparams = json.loads(next(sweep.glob("0_*/metrics.json")).read_text())["hparams"]
+    metrics = json.loads(next(sweep.glob("0_*/metrics.json")).read_text())
+    assert metrics["protocol"] == "rsbench"  # the training protocol group the run was composed with
+    hparams = metrics["hparams"]
     assert hparams["steps_per_batch"] == 1  # the method's hyperparameters are recorded
     assert hparams["sigma"] == 0.25
     out = tmp_path / "report"
