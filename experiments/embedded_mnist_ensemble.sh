@@ -6,6 +6,7 @@
 set -euo pipefail
 SWEEP=${SWEEP:-multirun/embedded_mnist_ensemble}
 python -m rsbench -m method=gaussian sigma=0.25 seed=0,1,2 hydra.sweep.dir="$SWEEP" "$@"
-python -m rsbench.certify model=ensemble "model.members=[$SWEEP/0/checkpoints/best.ckpt,$SWEEP/1/checkpoints/best.ckpt,$SWEEP/2/checkpoints/best.ckpt]" \
-  hydra.run.dir="$SWEEP/ensemble"
-python -m rsbench.table "$SWEEP" --radii 0 0.25 0.5 0.75
+members=$(printf "'%s'," "$SWEEP"/[0-9]_*/checkpoints/best.ckpt)  # <n>_<overrides> folders, quoted for Hydra
+python -m rsbench.certify model=ensemble "model.members=[${members%,}]" hydra.run.dir="$SWEEP/ensemble"
+python -m rsbench.report "$SWEEP" "$SWEEP/ensemble" --radii 0 0.25 0.5 0.75 --baseline "$SWEEP/ensemble" \
+  --out "$SWEEP/report"
