@@ -84,7 +84,8 @@ def test_a_fresh_dncnn_is_the_identity_and_has_the_papers_layers() -> None:
     z = torch.rand(2, 3, 8, 8)
     assert torch.equal(denoiser(z), z)  # z - 0 exactly: the last convolution's weights are zeros
     convolutions = [m for m in denoiser.modules() if isinstance(m, nn.Conv2d)]
-    assert len(convolutions) == 17 and convolutions[1].out_channels == 64
+    assert len(convolutions) == 17
+    assert convolutions[1].out_channels == 64
     assert [c.bias is not None for c in convolutions] == [True] + [False] * 16
     assert sum(isinstance(m, nn.BatchNorm2d) for m in denoiser.modules()) == 15
     with pytest.raises(ValueError, match="depth must be an integer >= 2, got 1"):
@@ -128,7 +129,8 @@ def test_the_classifier_is_frozen_and_only_the_denoiser_is_optimized(tmp_path: P
     optimized = {id(p) for group in optimizer.param_groups for p in group["params"]}
     assert optimized == {id(p) for p in composed.denoiser.parameters()}
     method.train()
-    assert composed.denoiser.training and not composed.classifier.training
+    assert composed.denoiser.training
+    assert not composed.classifier.training
     before = {k: v.clone() for k, v in composed.classifier.state_dict().items()}
     denoiser_before = [p.clone() for p in composed.denoiser.parameters()]
     for _ in range(2):

@@ -114,7 +114,7 @@ class DenoisedClassifier(Classifier):
         """The classifier's class count."""
         if self._num_classes is not None:
             return self._num_classes
-        return Classifier.num_classes.fget(self)  # type: ignore[attr-defined,no-any-return]
+        return Classifier.num_classes.fget(self)  # type: ignore[attr-defined]
 
     def train(self, mode: bool = True) -> DenoisedClassifier:
         """Put the denoiser in ``mode``; the classifier stays in eval mode."""

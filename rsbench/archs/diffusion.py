@@ -1,5 +1,6 @@
-"""One-shot diffusion denoising (Carlini, Tramèr, Dvijotham, Rice, Sun and Kolter, ICLR 2023, "(Certified!!)
-Adversarial Robustness for Free!"): an off-the-shelf DDPM as the denoiser of denoised smoothing.
+"""One-shot diffusion denoising: an off-the-shelf DDPM as the denoiser of denoised smoothing.
+
+Carlini, Tramèr, Dvijotham, Rice, Sun and Kolter (ICLR 2023, "(Certified!!) Adversarial Robustness for Free!").
 
 A DDPM's forward process at step t is ``x_t = sqrt(abar_t) x_0 + sqrt(1 - abar_t) eps`` with ``x_0`` in [-1, 1].
 rsbench adds the smoothing noise in [0,1] pixel space, ``x + delta`` with ``delta ~ N(0, sigma^2 I)``, so in the

@@ -1,7 +1,7 @@
-"""What ``python -m rsbench.certify`` certifies: an rsbench checkpoint, your own model, an ensemble of checkpoints, or
-any of these behind a denoiser (a trained DnCNN or a pretrained diffusion model: denoised smoothing).
+"""What ``python -m rsbench.certify`` certifies: an rsbench checkpoint, your own model, or an ensemble of checkpoints.
 
-Your own model comes as a ``torch.nn.Module`` class with constructor arguments and a state-dict file, a
+Any of them may sit behind a denoiser (a trained DnCNN or a pretrained diffusion model: denoised smoothing). Your
+own model comes as a ``torch.nn.Module`` class with constructor arguments and a state-dict file, a
 ``torch.export`` or TorchScript archive, or a torchvision architecture name with a state-dict file.
 
 Each builder returns a :class:`~rsbench.certify.pipeline.Subject`: the base classifier (input layer included, so

@@ -141,4 +141,3 @@ class DenoiserTraining(SmoothingModule):
             target = batch.y
         loss = F.cross_entropy(logits, target)
         return StepOutput(loss=loss, logits=logits, labels=batch.y, terms={self.objective: loss})
-
