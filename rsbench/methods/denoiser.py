@@ -90,6 +90,9 @@ class DenoiserTraining(SmoothingModule):
         classifier, _ = load_teacher(classifier_ckpt, net, option="method.classifier_ckpt")
         super().__init__(DenoisedClassifier(denoiser, classifier), sigma, optimizer, **kwargs)
         self.objective = objective
+        saved = load_checkpoint(classifier_ckpt, f"method.classifier_ckpt={classifier_ckpt!r}", "pass another")
+        self.classifier_method = str(saved[SIGNATURE_KEY].get("method", "unknown"))  # (load_teacher checked it)
+        self.init_objective: str | None = None
         if init_ckpt is not None:
             self.initialize_denoiser(init_ckpt)
 
@@ -118,7 +121,21 @@ class DenoiserTraining(SmoothingModule):
             if key.startswith(DENOISER_PREFIX)
         }
         load_strict(denoiser, weights, option)
+        self.init_objective = str(checkpoint.get("hyper_parameters", {}).get("objective", "unknown"))
         log.info("the denoiser starts from the weights of %s (trained at sigma=%s)", path, saved.get("sigma"))
+
+    def method_hparams(self) -> dict[str, Any]:
+        """The hyperparameters, with the two checkpoint paths replaced by what they hold.
+
+        ``classifier_method`` is the frozen classifier's training method and ``init_objective`` the objective of
+        the denoiser training started from (``None``: a fresh DnCNN; ``mse`` with ``objective=stability`` is the
+        paper's MSE+Stab), so that ``rsbench.report`` groups the seeds of one setting although each seed's run
+        points at its own files.
+        """
+        hparams = super().method_hparams()
+        for path in ("classifier_ckpt", "init_ckpt"):
+            hparams.pop(path, None)
+        return {**hparams, "classifier_method": self.classifier_method, "init_objective": self.init_objective}
 
     def trainable_parameters(self) -> Iterator[nn.Parameter]:
         """The denoiser's parameters: the classifier's never reach the optimizer."""
