@@ -23,6 +23,7 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -40,7 +41,7 @@ def tiny_diffusion(shape: tuple[int, int, int], sigma: float) -> DiffusionDenois
     from diffusers import DDPMScheduler, UNet2DModel
 
     channels, size, _ = shape
-    unet = UNet2DModel(
+    unet: Any = UNet2DModel(  # (diffusers' lazy module hides its types from mypy)
         sample_size=size,
         in_channels=channels,
         out_channels=channels,
@@ -50,7 +51,8 @@ def tiny_diffusion(shape: tuple[int, int, int], sigma: float) -> DiffusionDenois
         up_block_types=("UpBlock2D", "UpBlock2D"),
         norm_num_groups=8,
     )
-    return DiffusionDenoiser(unet.eval(), DDPMScheduler(num_train_timesteps=1000).alphas_cumprod, sigma)
+    scheduler: Any = DDPMScheduler(num_train_timesteps=1000)
+    return DiffusionDenoiser(unet.eval(), scheduler.alphas_cumprod, sigma)
 
 
 def variants(args: argparse.Namespace) -> tuple[dict[str, nn.Module], tuple[int, int, int]]:
@@ -67,7 +69,7 @@ def variants(args: argparse.Namespace) -> tuple[dict[str, nn.Module], tuple[int,
     if args.diffusion_path:
         denoiser = load_diffusion(args.diffusion_path, args.sigma)
         models[f"+ diffusion ({args.diffusion_path})"] = DenoisedClassifier(denoiser, classifier, 10)
-    return models, shape  # type: ignore[return-value]
+    return models, shape
 
 
 def bench(args: argparse.Namespace) -> dict[str, float]:
