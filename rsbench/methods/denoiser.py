@@ -6,9 +6,8 @@ of the objectives of the authors' ``code/train_denoiser.py`` (``--objective``):
 
 * ``mse`` ("denoising"): ``MSELoss(reduction='mean')(D(x + delta), x)``, the mean over every pixel of every image;
 * ``stability`` (the paper's "Stab"): ``CrossEntropyLoss()(f(D(x + delta)), argmax f(x))``, the cross-entropy of
-  the composition against the frozen classifier's **hard** prediction on the clean image (computed without
-  gradient). The paper writes it with the classifier's output on ``x`` as the target; the code uses its argmax, and
-  rsbench follows the code;
+  the composition against the frozen classifier's **hard** prediction on the clean image (its argmax, computed
+  without gradient, as the code does: no soft target, no temperature);
 * ``classification`` ("CLF"): ``CrossEntropyLoss()(f(D(x + delta)), y)`` against the true labels.
 
 ``delta ~ N(0, sigma^2 I)``, one fresh draw per image and batch, never clamped. The combination the paper recommends,
