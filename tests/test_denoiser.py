@@ -22,6 +22,7 @@ from rsbench.certify.records import read_rows
 from rsbench.errors import CheckpointMismatchError
 from rsbench.methods.base import SIGNATURE_KEY, Batch
 from rsbench.methods.denoiser import DenoiserTraining
+from rsbench.methods.standard import StandardTraining
 from rsbench.run import run
 from tests.conftest import QUIET, compose_config
 from tests.test_certify_models import certify, rows
@@ -118,6 +119,17 @@ def test_classification_objective_targets_the_true_labels(tmp_path: Path) -> Non
 
 def batch(x: Tensor, labels: list[int]) -> Batch:
     return Batch(x, torch.tensor(labels), torch.arange(len(x)))
+
+
+def test_standard_training_is_the_cross_entropy_on_clean_images_and_draws_no_noise() -> None:
+    class NoiseForbidden(StandardTraining):
+        def standard_normal(self, like: Tensor, generator: torch.Generator | None = None) -> Tensor:
+            raise AssertionError("method=standard drew noise")
+
+    method = NoiseForbidden(linear_classifier(), 0.25, lambda params: torch.optim.SGD(params, lr=0.1))
+    loss = method.training_loss(batch(IMAGES, [0, 1])).loss
+    # clean logits (0.2, 0.8) with label 0: log(1 + e^0.6); (0.9, 0.2) with label 1: log(1 + e^0.7)
+    assert loss.item() == pytest.approx((softplus(0.6) + softplus(0.7)) / 2, abs=TOL)
 
 
 @pytest.mark.parametrize("objective", ["mse", "stability", "classification"])
