@@ -34,6 +34,7 @@ from rsbench.certify.pipeline import Subject
 from rsbench.errors import CheckpointMismatchError, ConfigError
 from rsbench.loading import file_digest, load_strict, load_weights_only
 from rsbench.methods.base import SIGNATURE_KEY
+from rsbench.methods.denoiser import trained_denoiser, trained_sigma
 
 NET_PREFIX = "net."  # a SmoothingModule's state-dict keys are net.<Classifier keys>
 
@@ -248,20 +249,12 @@ def denoised(classifier: Subject, denoiser_ckpt: str) -> Subject:
         denoiser_ckpt: a checkpoint written by ``python -m rsbench method=denoiser``.
     """
     saved = load_weights_only(denoiser_ckpt)
-    signature = saved.get(SIGNATURE_KEY) if isinstance(saved, Mapping) else None
-    if not signature or "denoiser" not in signature:
+    if not isinstance(saved, Mapping):
         raise CheckpointMismatchError(f"{denoiser_ckpt} is not a denoiser checkpoint (written by method=denoiser)")
-    denoiser = build_denoiser(signature["denoiser"])
-    prefix = f"{NET_PREFIX}denoiser."
-    weights = {k.removeprefix(prefix): v for k, v in saved["state_dict"].items() if k.startswith(prefix)}
-    load_strict(denoiser, weights, str(denoiser_ckpt))
-    record = {
-        "kind": "dncnn",
-        "path": str(denoiser_ckpt),
-        "sha256": file_digest(denoiser_ckpt),
-        "signature": dict(signature),
-    }
-    return _compose(denoiser, classifier, float(signature["sigma"]), record)
+    denoiser = trained_denoiser(saved, str(denoiser_ckpt))
+    signature = dict(saved[SIGNATURE_KEY])
+    record = {"kind": "dncnn", "path": str(denoiser_ckpt), "sha256": file_digest(denoiser_ckpt), "signature": signature}
+    return _compose(denoiser, classifier, trained_sigma(saved), record)
 
 
 def diffusion(classifier: Subject, path: str, sigma: float, clip: bool = True) -> Subject:
