@@ -18,6 +18,8 @@ from torch import Tensor, nn
 
 from rsbench.archs import Classifier
 from rsbench.archs.denoiser import DenoisedClassifier, DnCNN
+from rsbench.certify.models import denoised
+from rsbench.certify.pipeline import Subject
 from rsbench.certify.records import read_rows
 from rsbench.errors import CheckpointMismatchError
 from rsbench.methods.base import SIGNATURE_KEY, Batch
@@ -235,3 +237,12 @@ def test_method_denoiser_config_composes_and_instantiates(standard_run: Path, ma
     method = instantiate(cfg.method, net=instantiate(cfg.arch), optimizer=instantiate(cfg.optimizer))
     assert isinstance(method.net, DenoisedClassifier)
     assert method.net.denoiser.spec() == {"arch": "dncnn", "in_channels": 1, "depth": 17, "width": 64}
+
+
+def test_a_classifier_checkpoint_is_not_taken_for_a_denoiser(tmp_path: Path) -> None:
+    path = save_classifier(linear_classifier(), tmp_path / "classifier.ckpt")
+    subject = Subject(linear_classifier(), 2, 0.25)
+    with pytest.raises(CheckpointMismatchError, match="is not a denoiser checkpoint"):
+        denoised(subject, str(path))
+    with pytest.raises(CheckpointMismatchError, match="is not a denoiser checkpoint"):
+        module(tmp_path, "stability", init_ckpt=str(path))
