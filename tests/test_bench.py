@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from rsbench.bench import certify_throughput, compare_versions, training_cost
+from rsbench.bench import certify_throughput, compare_versions, denoised_throughput, training_cost
 from tests.conftest import ROOT
 
 
@@ -25,6 +25,21 @@ def test_certify_throughput_prints_each_variant_against_the_forward_pass(capsys:
     assert all(ratio > 0 for ratio in ratios.values())
     ensemble = next(line for line in out.splitlines() if line.startswith("ensemble of 3"))
     assert float(ensemble.split("ensemble / singles = ")[1].split()[0]) > 0
+
+
+def test_denoised_throughput_prints_each_denoiser_against_the_classifier(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("diffusers")
+    tiny = ["--images", "1", "--n0", "10", "--n", "40", "--batch-size", "50", "--repeats", "1", "--dncnn", "3x8"]
+    denoised_throughput.main(["--arch", "lenet", *tiny])
+    out = capsys.readouterr().out
+    ratios = {}
+    for line in out.splitlines():
+        if line.startswith(("classifier", "+ dncnn 3x8", "+ diffusion (tiny)")):
+            cells = line.split()  # name..., samples/s, ratio, hours, "h"
+            ratios[" ".join(cells[:-4])] = float(cells[-3])
+    assert set(ratios) == {"classifier", "+ dncnn 3x8", "+ diffusion (tiny)"}
+    assert ratios["classifier"] == 1.0
+    assert all(ratio > 0 for ratio in ratios.values())
 
 
 def test_compare_versions_runs_both_pipelines_in_one_process(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,6 +1,7 @@
 """What ``python -m rsbench.certify`` certifies: an rsbench checkpoint, your own model, or an ensemble of checkpoints.
 
-Your own model comes as a ``torch.nn.Module`` class with constructor arguments and a state-dict file, a
+Any of them may sit behind a denoiser (a trained DnCNN or a pretrained diffusion model: denoised smoothing). Your
+own model comes as a ``torch.nn.Module`` class with constructor arguments and a state-dict file, a
 ``torch.export`` or TorchScript archive, or a torchvision architecture name with a state-dict file.
 
 Each builder returns a :class:`~rsbench.certify.pipeline.Subject`: the base classifier (input layer included, so
@@ -24,6 +25,8 @@ import torchvision
 from torch import nn
 
 from rsbench.archs.classifier import Classifier, check_signature
+from rsbench.archs.denoiser import DenoisedClassifier, build_denoiser
+from rsbench.archs.diffusion import load_diffusion
 from rsbench.archs.input_layer import InputLayer
 from rsbench.archs.registry import build_classifier
 from rsbench.certify.ensemble import Aggregation, Ensemble
@@ -31,6 +34,7 @@ from rsbench.certify.pipeline import Subject
 from rsbench.errors import CheckpointMismatchError, ConfigError
 from rsbench.loading import file_digest, load_strict, load_weights_only
 from rsbench.methods.base import SIGNATURE_KEY
+from rsbench.methods.denoiser import trained_denoiser, trained_sigma
 
 NET_PREFIX = "net."  # a SmoothingModule's state-dict keys are net.<Classifier keys>
 
@@ -53,7 +57,13 @@ def checkpoint(path: str, num_classes: int, in_channels: int) -> Subject:
             "with python -m rsbench.importer, or certify your own model with model=module, exported, torchscript, ..."
         )
     check_signature(signature, {"num_classes": num_classes}, str(path))
-    classifier = build_classifier(signature["arch"], num_classes, signature["input_layer"], in_channels)
+    classifier: Classifier
+    if "denoiser" in signature:  # method=denoiser: a DnCNN in front of its frozen classifier, both in the file
+        inner = signature["classifier"]
+        network = build_classifier(inner["arch"], num_classes, inner["input_layer"], in_channels)
+        classifier = DenoisedClassifier(build_denoiser(signature["denoiser"]), network)
+    else:
+        classifier = build_classifier(signature["arch"], num_classes, signature["input_layer"], in_channels)
     weights = {k.removeprefix(NET_PREFIX): v for k, v in saved["state_dict"].items() if k.startswith(NET_PREFIX)}
     load_strict(classifier, weights, str(path))
     description = {"method": signature.get("method", "unknown"), "arch": signature["arch"]}
@@ -226,6 +236,52 @@ def ensemble(
     provenance = {"kind": "ensemble", "aggregation": aggregation, "members": [dict(s.provenance) for s in subjects]}
     model = Ensemble([s.classifier for s in subjects], aggregation)
     return Subject(model, num_classes, sigma if sigma is not None else sigmas[0], description, provenance)
+
+
+def denoised(classifier: Subject, denoiser_ckpt: str) -> Subject:
+    """Any classifier behind the denoiser of a ``method=denoiser`` checkpoint (Salman et al. 2020).
+
+    Only the checkpoint's denoiser is taken (its own frozen classifier is left out); the composition is certified
+    at the denoiser's training sigma unless ``certify.sigma`` names another.
+
+    Args:
+        classifier: the classifier, built by any other ``model`` option (``model.classifier``).
+        denoiser_ckpt: a checkpoint written by ``python -m rsbench method=denoiser``.
+    """
+    saved = load_weights_only(denoiser_ckpt)
+    if not isinstance(saved, Mapping):
+        raise CheckpointMismatchError(f"{denoiser_ckpt} is not a denoiser checkpoint (written by method=denoiser)")
+    denoiser = trained_denoiser(saved, str(denoiser_ckpt))
+    signature = dict(saved[SIGNATURE_KEY])
+    record = {"kind": "dncnn", "path": str(denoiser_ckpt), "sha256": file_digest(denoiser_ckpt), "signature": signature}
+    return _compose(denoiser, classifier, trained_sigma(saved), record)
+
+
+def diffusion(classifier: Subject, path: str, sigma: float, clip: bool = True) -> Subject:
+    """Any classifier behind a pretrained ``diffusers`` DDPM as a one-shot denoiser (Carlini et al., ICLR 2023).
+
+    The timestep is chosen for ``sigma`` (:func:`rsbench.archs.diffusion.diffusion_timestep`); the classifier must
+    take images of the diffusion model's size.
+
+    Args:
+        classifier: the classifier, built by any other ``model`` option (``model.classifier``).
+        path: a local directory with a saved ``UNet2DModel`` and ``DDPMScheduler`` (nothing is downloaded).
+        sigma: the noise level to denoise (and certify) at, in [0,1] pixel units.
+        clip: clip the denoised image to the model's range (the authors' ``clip_denoised=True``).
+    """
+    denoiser = load_diffusion(path, sigma, clip)
+    return _compose(denoiser, classifier, float(sigma), {**denoiser.record(), "path": str(path)})
+
+
+def _compose(denoiser: nn.Module, classifier: Subject, sigma: float, record: dict[str, Any]) -> Subject:
+    """``classifier(denoiser(.))`` as the base classifier, recorded with both parts."""
+    model = DenoisedClassifier(denoiser, classifier.classifier, classifier.num_classes)
+    description = {
+        "method": f"denoised({classifier.description.get('method', 'unknown')})",
+        "arch": f"{record['kind']}+{classifier.description.get('arch', 'unknown')}",
+    }
+    provenance = {"kind": "denoised", "denoiser": record, "classifier": dict(classifier.provenance)}
+    return Subject(model, classifier.num_classes, sigma, description, provenance)
 
 
 def _state_dict(loaded: Any, key: str | None, source: str) -> Mapping[str, torch.Tensor]:

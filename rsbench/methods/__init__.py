@@ -3,21 +3,25 @@
 from rsbench.methods.base import Batch, SmoothingModule, StepOutput
 from rsbench.methods.catrs import CATRS
 from rsbench.methods.consistency import ConsistencyRegularization
+from rsbench.methods.denoiser import DenoiserTraining
 from rsbench.methods.gaussian import GaussianAugmentation
 from rsbench.methods.macer import MACER
 from rsbench.methods.smoothadv import SmoothAdv
 from rsbench.methods.smoothmix import SmoothMix
 from rsbench.methods.stability import StabilityTraining
+from rsbench.methods.standard import StandardTraining
 
 __all__ = [
     "CATRS",
     "MACER",
     "Batch",
     "ConsistencyRegularization",
+    "DenoiserTraining",
     "GaussianAugmentation",
     "SmoothAdv",
     "SmoothMix",
     "SmoothingModule",
     "StabilityTraining",
+    "StandardTraining",
     "StepOutput",
 ]

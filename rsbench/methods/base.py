@@ -11,7 +11,7 @@ loader batch of B images is cut into m consecutive chunks of B // m images (the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple
 
@@ -185,11 +185,15 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
 
     def configure_optimizers(self) -> Any:
         """The configured optimizer, with the scheduler stepped per epoch."""
-        optimizer = self.optimizer_factory(self.parameters())
+        optimizer = self.optimizer_factory(self.trainable_parameters())
         if self.scheduler_factory is None:
             return optimizer
         scheduler = self.scheduler_factory(optimizer)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "epoch"}}
+
+    def trainable_parameters(self) -> Iterator[torch.nn.Parameter]:
+        """The parameters the optimizer updates: all of them, unless a method freezes a part of its model."""
+        return self.parameters()
 
     def method_hparams(self) -> dict[str, Any]:
         """The method's hyperparameters as constructed (``self.hparams``), JSON-safe: recorded in ``metrics.json``."""
