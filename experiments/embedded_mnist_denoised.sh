@@ -10,7 +10,7 @@
 # Every run trains the dataset recipe's 20 epochs and certifies every 5th test image (100) with n=10,000
 # (certify=quick). The DnCNN is small for 28x28 digits: depth 5, width 16 (the paper's CIFAR-10 one: 17 x 64).
 # Adam as the authors' train_denoiser.py (lr 1e-3, weight decay 1e-4); the fine-tuning uses lr 1e-4 (our choice).
-# About 20-45 minutes per (sigma, seed) on 2 busy CPU cores (measured: README, "Denoised smoothing"). Then one report per sigma (95% intervals over images,
+# About 20-45 minutes per (sigma, seed) on 2 busy CPU cores. Then one report per sigma (95% intervals over images,
 # mean and sd over seeds) in $SWEEP/report_sigma_<s>. Extra arguments go to every training run.
 set -euo pipefail
 SWEEP=${SWEEP:-multirun/embedded_mnist_denoised}
