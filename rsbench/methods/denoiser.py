@@ -35,7 +35,7 @@ from rsbench.errors import CheckpointMismatchError
 from rsbench.loading import load_strict
 from rsbench.methods.base import SIGNATURE_KEY, Batch, OptimizerFactory, SmoothingModule, StepOutput
 from rsbench.methods.hparams import check_choice
-from rsbench.methods.teacher import load_teacher
+from rsbench.methods.teacher import load_classifier
 
 log = logging.getLogger(__name__)
 
@@ -110,11 +110,10 @@ class DenoiserTraining(SmoothingModule):
             denoiser = DnCNN(in_channels, depth, width)
         except ValueError as error:
             raise ValueError(f"method.depth, method.width, method.in_channels: {error}") from None
-        classifier, _ = load_teacher(classifier_ckpt, net, option="method.classifier_ckpt")
+        classifier, signature = load_classifier(classifier_ckpt, net, option="method.classifier_ckpt")
         super().__init__(DenoisedClassifier(denoiser, classifier), sigma, optimizer, **kwargs)
         self.objective = objective
-        saved = load_checkpoint(classifier_ckpt, f"method.classifier_ckpt={classifier_ckpt!r}", "pass another")
-        self.classifier_method = str(saved[SIGNATURE_KEY].get("method", "unknown"))  # (load_teacher checked it)
+        self.classifier_method = str(signature.get("method", "unknown"))
         self.init_objective: str | None = None
         if init_ckpt is not None:
             self.initialize_denoiser(init_ckpt)

@@ -82,6 +82,17 @@ def labels_digest(labels: Sequence[int]) -> str:
 def load_teacher(path: str | Path, like: Classifier, option: str = "method.teacher_ckpt") -> tuple[Classifier, float]:
     """Load an rsbench checkpoint into a copy of ``like`` and return it with the sigma it was trained at.
 
+    See :func:`load_classifier`, whose checks and errors are the same.
+    """
+    teacher, signature = load_classifier(path, like, option)
+    return teacher, float(signature["sigma"])
+
+
+def load_classifier(
+    path: str | Path, like: Classifier, option: str = "method.teacher_ckpt"
+) -> tuple[Classifier, Mapping[str, Any]]:
+    """Load an rsbench checkpoint into a frozen copy of ``like``; return it with the checkpoint's signature.
+
     The teacher must have the student's architecture, class count and input layer (the authors' teacher is the
     same network trained with Gaussian augmentation); its sigma may differ. DS^2 fine-tuning loads its starting
     weights the same way (``option="method.init_ckpt"``).
@@ -110,7 +121,7 @@ def load_teacher(path: str | Path, like: Classifier, option: str = "method.teach
     teacher = copy.deepcopy(like)
     teacher.load_state_dict(state)
     teacher.requires_grad_(False)
-    return teacher, float(saved["sigma"])
+    return teacher, saved
 
 
 def vote_histograms(
