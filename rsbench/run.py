@@ -208,8 +208,9 @@ def _trained_checkpoint(trainer: pl.Trainer, which: str) -> str | None:
 def describe_method(cfg: DictConfig, given: Mapping[str, Any] | None = None) -> str:
     """One line with the chosen method's resolved hyperparameters (``--cfg job --resolve`` shows the same).
 
-    ``*`` marks the authors' published values that a lookup picked for this dataset and sigma; ``given`` are values
-    passed to the method besides its config (the teacher rsbench trained).
+    ``*`` marks the values a lookup picked for this dataset and sigma: the authors' published ones, or, where they
+    published none, rsbench's choice with its evidence in the method's config; ``given`` are values passed to the
+    method besides its config (the teacher rsbench trained).
     """
     raw = OmegaConf.to_container(cfg.method, resolve=False)
     assert isinstance(raw, dict)
@@ -223,5 +224,6 @@ def describe_method(cfg: DictConfig, given: Mapping[str, Any] | None = None) -> 
     method = str(cfg.method._target_).rsplit(".", 1)[-1]
     line = f"{method} on {cfg.dataset.name} at sigma={cfg.sigma}: {', '.join(shown) or 'no hyperparameters'}"
     if any(value.endswith("*") for value in shown):
-        line += f" (* = the authors' published value for {cfg.dataset.get('family', cfg.dataset.name)} at this sigma)"
+        family = cfg.dataset.get("family", cfg.dataset.name)
+        line += f" (* = looked up for {family} at this sigma: the authors' value, or rsbench's where none is published)"
     return line
