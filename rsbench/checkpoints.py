@@ -7,11 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
-import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from rsbench.errors import ConfigError, DamagedFileError
-from rsbench.loading import load_failure_reason, unsafe_file_error
+from rsbench.loading import read_plain
 
 
 def load_checkpoint(path: str | Path, what: str, advice: str) -> dict[str, Any]:
@@ -25,13 +24,7 @@ def load_checkpoint(path: str | Path, what: str, advice: str) -> dict[str, Any]:
     path = Path(path).expanduser()
     if not path.is_file():
         raise ConfigError(f"{what} is not a file")
-    try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)  # no code runs from the file
-    except Exception as error:  # every way a load fails (zip, pickle, EOF) means the same to the user
-        unsafe = unsafe_file_error(path, what, error)
-        if unsafe is not None:
-            raise unsafe from None
-        raise DamagedFileError(f"{what} cannot be read ({load_failure_reason(error)}): {advice}") from None
+    checkpoint = read_plain(path, what, named=what, advice=advice)  # no code runs from the file
     if not isinstance(checkpoint, Mapping) or "state_dict" not in checkpoint:
         raise DamagedFileError(f"{what} is not a Lightning checkpoint (no state_dict): {advice}")
     return dict(checkpoint)

@@ -37,13 +37,24 @@ def load_weights_only(path: str | Path, what: str = "checkpoint") -> Any:
     path = Path(path).expanduser()
     if not path.is_file():
         raise ConfigError(f"{what} {path} does not exist")
+    return read_plain(path, what, named=f"{what} {path}")
+
+
+def read_plain(path: Path, what: str, named: str, advice: str = "") -> Any:
+    """``torch.load(path, weights_only=True)`` on the CPU, its failures turned into rsbench's two errors.
+
+    Raises:
+        UnsafeFileError: the file holds objects other than tensors and plain values (named ``what`` and ``path``).
+        DamagedFileError: any other failure (zip, pickle, EOF): ``"<named> cannot be read (<reason>)[: <advice>]"``.
+    """
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # every way a load fails (zip, pickle, EOF) means the same to the user
         unsafe = unsafe_file_error(path, what, error)
         if unsafe is not None:
             raise unsafe from None
-        raise DamagedFileError(f"{what} {path} cannot be read ({load_failure_reason(error)})") from None
+        suffix = f": {advice}" if advice else ""
+        raise DamagedFileError(f"{named} cannot be read ({load_failure_reason(error)}){suffix}") from None
 
 
 def load_failure_reason(error: BaseException) -> str:
