@@ -207,6 +207,30 @@ def test_seeds_certified_under_different_protocols_are_refused(tmp_path: Path) -
         group_rows(find_results([tmp_path]))
 
 
+def without_recorded_hparams(run: Path, method_config: dict[str, Any]) -> None:
+    """Make ``run`` look like one from before rsbench recorded hyperparameters: only its config states them."""
+    metrics = json.loads((run / "metrics.json").read_text())
+    metrics.pop("hparams", None)
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    config = yaml.safe_load((run / ".hydra" / "config.yaml").read_text())
+    (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump({**config, "sigma": 0.5, "method": method_config}))
+
+
+def test_a_run_without_recorded_hparams_joins_the_setting_its_config_agrees_with(tmp_path: Path) -> None:
+    recorded = {"sigma": 0.5, "eval_noise_seed": 0, "lbd": 2.0}  # eval_noise_seed: a default no config states
+    make_run(tmp_path / "new", [0.3, 0.4], method="catrs", seed=1, hparams=recorded)
+    make_run(tmp_path / "old", [0.2, 0.5], method="catrs", seed=0)
+    without_recorded_hparams(tmp_path / "old", {"sigma": "${sigma}", "lbd": 2})
+    (row,) = group_rows(find_results([tmp_path]))[0]
+    assert row.seeds == [0, 1]
+    assert dict(row.first.hparams) == recorded  # adopted, so the published comparison sees them too
+
+    # the same run trained with another lambda (an older default) stays a row of its own
+    without_recorded_hparams(tmp_path / "old", {"sigma": "${sigma}", "lbd": 1})
+    rows = group_rows(find_results([tmp_path]))[0]
+    assert sorted(row.seeds for row in rows) == [[0], [1]]
+
+
 def test_an_unfinished_record_is_refused_and_names_the_file(tmp_path: Path) -> None:
     run = make_run(tmp_path / "run", [0.3, 0.4, 0.5])
     lines = (run / "certify.tsv").read_text().splitlines(keepends=True)

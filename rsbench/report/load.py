@@ -62,6 +62,8 @@ class Result:
         choices: the option chosen in each config group (``.hydra/hydra.yaml``: ``certify -> quick``, ...).
         config: the run's ``.hydra/config.yaml`` (None when absent), to look up keys a run did not override.
         hparams: the method's hyperparameters as recorded in ``metrics.json``.
+        hparams_recorded: whether ``metrics.json`` records them (runs of rsbench before it did, and TSVs, do not;
+            ``group_rows`` may then adopt a recorded setting that the run's own config agrees with).
         records: one row per image, sorted by ``idx``: label, predict, radius, correct, pA_lower.
         rounded_radii: radii were written with 3 significant digits (Cohen's format), so a radius counted at a grid
             radius may have been rounded up to it.
@@ -82,6 +84,7 @@ class Result:
     choices: Mapping[str, str] = field(default_factory=dict)
     config: Any = None
     hparams: Mapping[str, Any] = field(default_factory=dict)
+    hparams_recorded: bool = True
     epochs: int | None = None
     mean_samples: float | None = None
     rounded_radii: bool = False
@@ -265,6 +268,7 @@ def _run_result(
         choices=hydra.get("choices", {}),
         config=config,
         hparams=metrics.get("hparams", {}),
+        hparams_recorded="hparams" in metrics,
         epochs=int(epochs) if epochs is not None else None,
         mean_samples=summary.get("mean_samples"),
     )
@@ -324,6 +328,7 @@ def read_cohen_tsv(
         sigma=float(sigma),
         protocol={"n0": None, "n": n, "alpha": alpha, "mode": "standard", "subset": indices_digest(list(frame.idx))},
         records=records,
+        hparams_recorded=False,
         rounded_radii=rounded,
     )
 

@@ -2,15 +2,16 @@
 
 A setting is the method (with its variant: sound/unsound, sequential), dataset, architecture, sigma, the method's
 recorded hyperparameters and the value of every key any run overrode on the command line (``.hydra/overrides.yaml``;
-the seed excepted). Runs of one setting must have been certified alike (n0, n, alpha, mode, the same images);
-otherwise the report stops and names them, since averaging them would mix two experiments.
+the seed excepted). A run whose ``metrics.json`` predates recorded hyperparameters joins the one recorded setting its
+own ``.hydra/config.yaml`` agrees with. Runs of one setting must have been certified alike (n0, n, alpha, mode, the
+same images); otherwise the report stops and names them, since averaging them would mix two experiments.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
@@ -21,6 +22,7 @@ from rsbench.report.stats import Estimate, MeanInterval, mean_interval, proporti
 
 DEDICATED = {"method", "dataset", "arch", "sigma", "seed"}  # keys with their own column, or the one rows average
 PROTOCOL_KEYS = ("n0", "n", "alpha", "mode", "precision", "test_size", "subset")
+HParams = tuple[tuple[str, str], ...]  # a method's hyperparameters as sorted (name, canonical value) pairs
 
 
 @dataclass(frozen=True)
@@ -95,18 +97,21 @@ def group_rows(results: Sequence[Result]) -> tuple[list[Row], list[str], dict[st
         ReportError: two runs of one setting were certified differently, or share a seed (the message names them).
     """
     keys = sorted({k for r in results for k in r.overrides} - DEDICATED)
+
+    def setting_of(result: Result) -> tuple[Any, ...]:
+        settings = tuple((k, result.setting(k)) for k in keys)
+        return (result.label, result.dataset, result.arch, canonical(result.sigma), settings)
+
+    recorded: dict[tuple[Any, ...], dict[HParams, Mapping[str, Any]]] = {}
+    for result in results:
+        if result.hparams_recorded:
+            recorded.setdefault(setting_of(result), {})[_hparams_key(result.hparams)] = result.hparams
     groups: dict[tuple[Any, ...], list[Result]] = {}
     for result in results:
-        settings = tuple((k, result.setting(k)) for k in keys)
-        identity = (
-            result.label,
-            result.dataset,
-            result.arch,
-            canonical(result.sigma),
-            settings,
-            tuple(sorted((k, canonical(v)) for k, v in result.hparams.items())),
-        )
-        groups.setdefault(identity, []).append(result)
+        setting = setting_of(result)
+        if not result.hparams_recorded:
+            result = _adopt_hparams(result, recorded.get(setting, {}))
+        groups.setdefault((*setting, _hparams_key(result.hparams)), []).append(result)
     for members in groups.values():
         _check_alike(members)
     values = {key: {dict(identity[4])[key] for identity in groups} for key in keys}
@@ -121,6 +126,26 @@ def group_rows(results: Sequence[Result]) -> tuple[list[Row], list[str], dict[st
     ]
     rows.sort(key=lambda row: (row.first.dataset, row.first.sigma, row.label, row.settings))
     return rows, varying, common
+
+
+def _hparams_key(hparams: Any) -> HParams:
+    return tuple(sorted((k, canonical(v)) for k, v in hparams.items()))
+
+
+def _adopt_hparams(result: Result, candidates: Mapping[HParams, Mapping[str, Any]]) -> Result:
+    """``result`` (no recorded hyperparameters) with the one recorded setting its config agrees with, else as it is.
+
+    A hyperparameter its config does not state (a constructor default) is taken to agree; one it states must equal
+    the recorded value. Without a config (a TSV) nothing is adopted.
+    """
+    if result.config is None:
+        return result
+    agreeing = [
+        hparams
+        for key, hparams in candidates.items()
+        if all(result.setting(f"method.{name}") in ("?", value) for name, value in key)
+    ]
+    return replace(result, hparams=agreeing[0]) if len(agreeing) == 1 else result
 
 
 def _check_alike(members: list[Result]) -> None:
