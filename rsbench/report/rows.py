@@ -128,7 +128,7 @@ def group_rows(results: Sequence[Result]) -> tuple[list[Row], list[str], dict[st
     return rows, varying, common
 
 
-def _hparams_key(hparams: Any) -> HParams:
+def _hparams_key(hparams: Mapping[str, Any]) -> HParams:
     return tuple(sorted((k, canonical(v)) for k, v in hparams.items()))
 
 
