@@ -13,6 +13,7 @@
 # at both (conf/method/catrs.yaml). The sigma 1.0 lambda 1 run was stopped at epoch 63 and resumed with resume=<dir>.
 set -euo pipefail
 root=${1:-studies/catrs_lambda}
+radii=(--radii 0 0.5 1.0 1.5 2.0 2.5)
 recipe=(experiment=mnist_full_recipe trainer.max_epochs=150 "scheduler.milestones=[51,101]" logger=csv
         trainer.enable_progress_bar=false)
 teacher="$root/teacher_gaussian_sigma0.25"
@@ -27,9 +28,9 @@ for sigma in 1.0 0.5; do
       method.teacher_ckpt="$teacher/checkpoints/best.ckpt" method.teacher_num_samples=1000 hydra.run.dir="$dir"
   done
   python -m rsbench.report "$root/gaussian_sigma$sigma" "$root"/catrs_sigma${sigma}_lbd* --baseline gaussian \
-    --radii 0 0.5 1.0 1.5 2.0 2.5 --out "$root/report_sigma$sigma"
+    "${radii[@]}" --out "$root/report_sigma$sigma"
   if [ -f "$root/catrs_sigma${sigma}_lbd1.0/metrics.json" ]; then  # each lambda paired against lambda 1
     python -m rsbench.report "$root"/catrs_sigma${sigma}_lbd* --baseline "$root/catrs_sigma${sigma}_lbd1.0" \
-      --radii 0 0.5 1.0 1.5 2.0 2.5 --out "$root/report_sigma${sigma}_vs_lbd1"
+      "${radii[@]}" --out "$root/report_sigma${sigma}_vs_lbd1"
   fi
 done

@@ -98,17 +98,15 @@ def group_rows(results: Sequence[Result]) -> tuple[list[Row], list[str], dict[st
     """
     keys = sorted({k for r in results for k in r.overrides} - DEDICATED)
 
-    def setting_of(result: Result) -> tuple[Any, ...]:
-        settings = tuple((k, result.setting(k)) for k in keys)
-        return (result.label, result.dataset, result.arch, canonical(result.sigma), settings)
-
+    settings_of = [
+        (r.label, r.dataset, r.arch, canonical(r.sigma), tuple((k, r.setting(k)) for k in keys)) for r in results
+    ]
     recorded: dict[tuple[Any, ...], dict[HParams, Mapping[str, Any]]] = {}
-    for result in results:
+    for result, setting in zip(results, settings_of, strict=True):
         if result.hparams_recorded:
-            recorded.setdefault(setting_of(result), {})[_hparams_key(result.hparams)] = result.hparams
+            recorded.setdefault(setting, {})[_hparams_key(result.hparams)] = result.hparams
     groups: dict[tuple[Any, ...], list[Result]] = {}
-    for result in results:
-        setting = setting_of(result)
+    for result, setting in zip(results, settings_of, strict=True):
         if not result.hparams_recorded:
             result = _adopt_hparams(result, recorded.get(setting, {}))
         groups.setdefault((*setting, _hparams_key(result.hparams)), []).append(result)
