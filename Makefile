@@ -29,12 +29,12 @@ test-all: ## Every test, including the ones marked slow
 	$(PYTHON) -m pytest
 
 lint: ## ruff lint and format check
-	$(PYTHON) -m ruff check rsbench tests
-	$(PYTHON) -m ruff format --check rsbench tests
+	$(PYTHON) -m ruff check rsbench tests experiments
+	$(PYTHON) -m ruff format --check rsbench tests experiments
 
 format: ## Format and auto-fix with ruff
-	$(PYTHON) -m ruff format rsbench tests
-	$(PYTHON) -m ruff check --fix rsbench tests
+	$(PYTHON) -m ruff format rsbench tests experiments
+	$(PYTHON) -m ruff check --fix rsbench tests experiments
 
 typecheck: ## mypy on the package
 	$(PYTHON) -m mypy

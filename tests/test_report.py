@@ -6,6 +6,7 @@ Run folders are written with rsbench's own writers (``write_record``, ``summariz
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import json
 import math
@@ -25,10 +26,12 @@ from rsbench.certify.subset import indices_digest
 from rsbench.certify.summary import summarize, write_metrics
 from rsbench.report.__main__ import main
 from rsbench.report.load import ReportError, find_results, read_cohen_tsv
+from rsbench.report.plots import curve_legend
 from rsbench.report.published import load_published, published_radii
 from rsbench.report.rows import group_rows
 
 N, ALPHA = 10_000, 0.001
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def make_run(
@@ -159,6 +162,54 @@ def test_paired_against_the_baseline_finds_a_shift_and_not_an_identical_run(tmp_
     assert paired.at["better", "d_acc@0.5"] > 0
     assert paired.at["better", "p_acc@0.5"] < 0.05
     assert paired.at["better", "test"] == "McNemar (exact)"
+
+
+def test_two_settings_of_one_method_stay_apart_in_the_paired_table(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    base = radii_of(rng)
+    make_run(tmp_path / "gaussian", base)
+    for one_step, shift in (("false", 0.1), ("true", 0.2)):
+        radii = np.where(base > 0, base + shift, 0.0)
+        make_run(tmp_path / f"mix_{one_step}", radii, method="smoothmix", overrides=[f"method.one_step={one_step}"])
+    run_report(tmp_path, str(tmp_path), "--baseline", "gaussian")
+    paired = pd.read_csv(tmp_path / "report" / "paired.csv").set_index("method.one_step")
+    assert paired.at[True, "d_acr"] > paired.at[False, "d_acr"] > 0  # each setting against the same baseline
+    table = (tmp_path / "report" / "report.md").read_text().split("## Paired against gaussian")[1]
+    header = [cell.strip() for cell in table.strip().splitlines()[0].strip("|").split("|")]
+    assert header[:4] == ["method", "sigma", "method.one_step", "baseline"]
+
+
+def test_a_curve_legend_names_only_the_settings_its_row_sets(tmp_path: Path) -> None:
+    rng = np.random.default_rng(6)
+    make_run(tmp_path / "gaussian", radii_of(rng), hparams={"sigma": 0.5})  # recorded: it has no one_step ("-")
+    make_run(tmp_path / "mix", radii_of(rng), method="smoothmix", overrides=["method.one_step=true"])
+    rows, keys, _ = group_rows(find_results([tmp_path]))
+    assert keys == ["method.one_step"]
+    assert sorted(curve_legend(row) for row in rows) == ["gaussian", "smoothmix method.one_step=true"]
+
+
+def test_two_replicates_of_a_study_are_matched_by_setting_and_compared_over_seeds(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("compare_replicates", ROOT / "experiments" / "compare_replicates.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rng = np.random.default_rng(7)
+    for seed in range(3):
+        base = radii_of(rng, size=300)
+        for replicate, shift, teacher in (("cpu", 0.0, "a/teacher.ckpt"), ("gpu", 0.3, "b/teacher.ckpt")):
+            hparams = {"sigma": 0.5, "teacher_ckpt": teacher}  # paths differ between machines, settings do not
+            radii = np.where(base > 0, np.minimum(base + shift, radius_cap(0.5, N, ALPHA)), 0.0)
+            make_run(tmp_path / replicate / f"{seed}", radii, seed=seed, hparams=hparams)
+        make_run(tmp_path / "cpu" / f"only_{seed}", radii_of(rng), method="macer", seed=seed, hparams={"lbd": 12})
+    module.main([str(tmp_path / "cpu"), str(tmp_path / "gpu"), "--names", "cpu", "gpu", "--out", f"{tmp_path}/c.csv"])
+    table = pd.read_csv(tmp_path / "c.csv")
+    assert list(table["row"]) == ["gaussian sigma=0.5"]  # macer ran on one replicate only
+    line = table.iloc[0]
+    assert (line["cpu seeds"], line["gpu seeds"]) == (3, 3)
+    assert line["difference"] == pytest.approx(line["gpu ACR"] - line["cpu ACR"], abs=1e-12)
+    assert 0.1 < line["difference"] < 0.3  # every correct image (about 80%) gained up to 0.3, less near the cap
+    assert line["p (seeds, Welch)"] < 0.01  # the seeds' ACRs spread by about 0.03 (300 images each)
 
 
 def test_rows_on_different_images_are_never_paired(tmp_path: Path) -> None:

@@ -35,7 +35,7 @@ def build_sections(
     if baseline is not None:
         paired = paired_table(rows, baseline_rows(rows, baseline), options.radii, options.confidence)
         if not paired.empty:
-            sections.append(_paired_section(paired, baseline, options))
+            sections.append(_paired_section(paired, baseline, keys, options))
     envelope = envelope_frame(rows, numbers, keys, options)
     if envelope is not None:
         sections.append(envelope)
@@ -57,11 +57,16 @@ def build_sections(
     return sections, notes
 
 
-def _paired_section(paired: pd.DataFrame, baseline: str, options: Options) -> Section:
+def _paired_section(paired: pd.DataFrame, baseline: str, keys: Sequence[str], options: Options) -> Section:
+    """The paired table as shown: a row's method, sigma and settings, its baseline, the differences and their tests.
+
+    The setting columns are the results table's (``keys``), so that two settings of one method stay apart.
+    """
     level = f"{100 * options.confidence:g}%"
     shown: dict[str, list[str]] = {
         "method": list(paired["method"]),
         "sigma": [sigma_text(s) for s in paired["sigma"]],
+        **{key: _setting_cells(paired, key) for key in keys},
         "baseline": list(paired["baseline"]),
     }
     has = paired.get("d_acr") is not None
@@ -124,6 +129,12 @@ def envelope_frame(rows: Sequence[Row], numbers: pd.DataFrame, keys: Sequence[st
         "and the sigma that reaches it (mean over seeds; intervals in the results table)."
     )
     return Section("envelope", "Envelope over sigma", table, caption, table)
+
+
+def _setting_cells(paired: pd.DataFrame, key: str) -> list[str]:
+    """The column ``key`` of the paired table as text, ``-`` where a row does not set it."""
+    values = paired[key] if key in paired else pd.Series([None] * len(paired))
+    return ["-" if pd.isna(value) else str(value) for value in values]
 
 
 def _p(value: float) -> str:

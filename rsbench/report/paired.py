@@ -64,7 +64,7 @@ def baseline_rows(rows: Sequence[Row], baseline: str) -> dict[int, Row | str]:
 def paired_table(
     rows: Sequence[Row], pairs: dict[int, Row | str], radii: Sequence[float], confidence: float
 ) -> pd.DataFrame:
-    """One line per row with a baseline: the paired ACR difference with its interval and tests.
+    """One line per row with a baseline: its settings, the paired ACR difference with its interval and tests.
 
     Per radius, the certified accuracy difference with McNemar's exact test; when either row has several seeds,
     the paired t test over images of the seed-averaged certified indicators instead.
@@ -74,7 +74,7 @@ def paired_table(
         if i not in pairs:
             continue
         base = pairs[i]
-        line: dict[str, Any] = {"row": i, "method": row.label, "sigma": row.first.sigma}
+        line: dict[str, Any] = {"row": i, "method": row.label, "sigma": row.first.sigma, **dict(row.settings)}
         if isinstance(base, str):
             lines.append({**line, "baseline": "-", "note": f"not paired: {base}"})
             continue

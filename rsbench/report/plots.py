@@ -54,7 +54,7 @@ def plot_curves(rows: Sequence[Row], options: Options, path: Path) -> Path:
             low, high = proportion_confint(
                 accuracy * len(row.images), len(row.images), alpha=1 - options.confidence, method=options.ci_method
             )
-            (line,) = ax.plot(grid, accuracy, lw=1.5, ls="-" if row.first.sound else "--", label=_legend(row))
+            (line,) = ax.plot(grid, accuracy, lw=1.5, ls="-" if row.first.sound else "--", label=curve_legend(row))
             ax.fill_between(grid, low, high, color=line.get_color(), alpha=0.15, lw=0)
         ax.set(title=f"{dataset}, sigma={sigma:g}", xlabel="l2 radius", ylabel="certified accuracy", ylim=(0, 1))
         _finish(ax)
@@ -75,7 +75,7 @@ def plot_envelope(rows: Sequence[Row], path: Path) -> Path | None:
                 continue
             grid = np.linspace(0.0, _grid_end(members), GRID_POINTS)
             curves = np.array([curve(row, grid) for row in members])
-            (line,) = ax.plot(grid, curves.max(axis=0), lw=2, label=_legend(members[0], with_sigma=False))
+            (line,) = ax.plot(grid, curves.max(axis=0), lw=2, label=curve_legend(members[0], with_sigma=False))
             for values in curves:
                 ax.plot(grid, values, lw=0.6, alpha=0.4, color=line.get_color())
         ax.set(title=f"{dataset}: envelope over sigma", xlabel="l2 radius", ylabel="certified accuracy", ylim=(0, 1))
@@ -99,7 +99,7 @@ def plot_pa_lower(rows: Sequence[Row], path: Path) -> Path:
             values = np.concatenate(bounds)
             values = values[~np.isnan(values)]
             share = wrong / sum(len(r.records) for r in row.results)
-            ax.hist(values, bins=bins, histtype="step", lw=1.5, label=f"{_legend(row)} ({100 * share:.1f}% wrong)")
+            ax.hist(values, bins=bins, histtype="step", lw=1.5, label=f"{curve_legend(row)} ({100 * share:.1f}% wrong)")
         ax.set(title=f"{dataset}, sigma={sigma:g}", xlabel="pA_lower (correct images)", ylabel="images", yscale="log")
         _finish(ax)
     return _save(figure, path)
@@ -118,8 +118,9 @@ def _grid_end(members: Sequence[Row]) -> float:
     return 1.05 * (max(caps) if caps else max(largest, 1e-3))
 
 
-def _legend(row: Row, with_sigma: bool = False) -> str:
-    parts = [row.label] + [f"{k}={v}" for k, v in row.settings]
+def curve_legend(row: Row, with_sigma: bool = False) -> str:
+    """A row's name in a figure: its label, the settings it sets (not those only other rows set), its seed count."""
+    parts = [row.label] + [f"{k}={v}" for k, v in row.settings if v != "-"]  # "-": a setting this row leaves unset
     if with_sigma:
         parts.append(f"sigma={row.first.sigma:g}")
     if len(row.results) > 1:
