@@ -76,6 +76,26 @@ class RunLock:
             self._file = None
 
 
+def is_held(directory: Path) -> bool:
+    """Whether a live process holds the lock of run ``directory`` now (False when it has no lock file).
+
+    Probes with a shared non-blocking ``flock``, released at once: it never waits and never keeps the lock.
+    """
+    try:
+        file = (Path(directory) / LOCK_FILE).open("r")
+    except OSError:
+        return False
+    with file:
+        try:
+            fcntl.flock(file, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:  # an exclusive holder: the run's process is alive
+            return True
+        except OSError:  # a file system without locks: nothing can be known
+            return False
+        fcntl.flock(file, fcntl.LOCK_UN)
+    return False
+
+
 def _this_process() -> dict[str, Any]:
     return {
         "pid": os.getpid(),

@@ -3,7 +3,8 @@
 Every job of a sweep runs even when others fail (the job reports its error and returns instead of ending the
 process); :class:`SweepSummary`, a Hydra callback (``hydra.callbacks`` in ``conf/config.yaml``), then lists them all
 from their ``status.json`` files, writes ``sweep_summary.tsv`` into the sweep directory, and ends the command with
-exit status 1 when any job failed.
+exit status 1 when any job failed. A job still running in another process (its run directory locked by a live
+process: several commands sharing one sweep folder, e.g. one per seed) is listed as such, not as a failure.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from rsbench.cli import RUN_CONFIG
+from rsbench.lock import is_held
 from rsbench.status import read_status
 
 log = logging.getLogger("rsbench.sweep")
 
 SUMMARY = "sweep_summary.tsv"
+ELSEWHERE = "running (another process)"
 
 
 class SweepSummary(Callback):
@@ -33,6 +36,8 @@ class SweepSummary(Callback):
         rows = []
         for job in jobs:
             status = read_status(job)
+            if status is not None and status.get("status") == "running" and is_held(job):
+                status = {**status, "status": ELSEWHERE}
             if status is not None or (job / RUN_CONFIG).is_dir():  # a job that got past its checks but left no status
                 rows.append((job.name, status or {"status": "unknown (no status.json)"}))
         lines = ["job\tstatus\tobjective\toverrides\terror"]
@@ -49,8 +54,11 @@ class SweepSummary(Callback):
             for name, status in rows
         ]
         (sweep_dir / SUMMARY).write_text("\n".join(lines) + "\n")
-        failed = [name for name, status in rows if status.get("status") != "completed"]
-        counts = f"{len(rows) - len(failed)} of {len(rows)} jobs completed"
+        elsewhere = [name for name, status in rows if status.get("status") == ELSEWHERE]
+        failed = [name for name, status in rows if status.get("status") not in ("completed", ELSEWHERE)]
+        counts = f"{len(rows) - len(failed) - len(elsewhere)} of {len(rows)} jobs completed"
+        if elsewhere:
+            counts += f", {len(elsewhere)} still running in other processes"
         log.info("sweep %s: %s\n%s", sweep_dir, counts, _table(lines))
         if failed:
             log.error("jobs %s did not complete (see %s)", ", ".join(failed), sweep_dir / SUMMARY)
