@@ -89,3 +89,12 @@ def test_stopping_between_images_keeps_every_row_and_resumes_to_the_same_result(
     metrics = json.loads((tmp_path / "stopped" / "metrics.json").read_text())
     assert (metrics["method"], metrics["dataset"], metrics["num_images"]) == ("test", "brightness", 6)
     assert "model" not in metrics  # no provenance given: nothing recorded
+
+
+def test_metrics_record_the_environment_that_certified(tmp_path: Path) -> None:
+    Certification(SETTINGS, tmp_path).run(SUBJECT, IMAGES)
+    recorded = json.loads((tmp_path / "metrics.json").read_text())["environment"]
+    assert recorded["torch"] == torch.__version__
+    assert recorded["device"] == "cpu"  # where Brightness's parameter lives
+    assert recorded["device_name"]  # the CPU's model name, whatever the machine
+    assert recorded["threads"] == torch.get_num_threads()

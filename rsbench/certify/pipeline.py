@@ -51,6 +51,7 @@ from rsbench.certify.settings import CertifySettings
 from rsbench.certify.smooth import Certificate, Smooth
 from rsbench.certify.subset import indices_digest
 from rsbench.certify.summary import format_summary, summarize, write_metrics
+from rsbench.environment import environment
 
 log = logging.getLogger(__name__)
 
@@ -213,6 +214,7 @@ class Certification:
             rows[STEM] = replayed
             log.info("memory replay: %d certificates shrunk, %d switched class", report.shrunk, report.switched)
         extra = {"subset": self._subset_record(indices, len(images)), **meta}
+        extra["environment"] = environment(_device_of(subject.classifier))
         if subject.provenance:
             extra["model"] = dict(subject.provenance)
         if subject.hparams:
@@ -424,3 +426,10 @@ def _row(idx: int, label: int, cert: Certificate, sound: bool) -> CertificationR
         sigma=cert.sigma,
         sound=sound,
     )
+
+
+def _device_of(classifier: nn.Module) -> torch.device:
+    """The device of the classifier's first parameter or buffer (the CPU for one that holds no tensor)."""
+    for tensor in (*classifier.parameters(), *classifier.buffers()):
+        return tensor.device
+    return torch.device("cpu")
