@@ -212,6 +212,23 @@ def test_two_replicates_of_a_study_are_matched_by_setting_and_compared_over_seed
     assert line["p (seeds, Welch)"] < 0.01  # the seeds' ACRs spread by about 0.03 (300 images each)
 
 
+def test_the_device_that_certified_is_a_column_when_rows_differ_and_in_the_caption_when_not(tmp_path: Path) -> None:
+    rng = np.random.default_rng(8)
+    gpu = {"environment": {"device": "cuda", "device_name": "NVIDIA H200"}}
+    make_run(tmp_path / "a" / "gaussian", radii_of(rng), extra=gpu)
+    make_run(tmp_path / "a" / "mix", radii_of(rng), method="smoothmix", extra=gpu)
+    frame = run_report(tmp_path, str(tmp_path / "a"))
+    assert list(frame["device"]) == ["NVIDIA H200"] * 2
+    assert "device=NVIDIA H200" in (tmp_path / "report" / "report.md").read_text()
+    make_run(tmp_path / "b" / "cpu", radii_of(rng), method="macer", extra={"environment": {"device_name": "AMD EPYC"}})
+    make_run(tmp_path / "b" / "old", radii_of(rng), method="stability")  # from before rsbench recorded it
+    frame = run_report(tmp_path, str(tmp_path / "a"), str(tmp_path / "b")).set_index("method")
+    assert frame.at["macer", "device"] == "AMD EPYC"
+    assert frame.at["stability", "device"] == "?"
+    header = (tmp_path / "report" / "report.md").read_text().split("\n")[2]
+    assert "| device " in header
+
+
 def test_rows_on_different_images_are_never_paired(tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     make_run(tmp_path / "gaussian", radii_of(rng), indices=range(60))

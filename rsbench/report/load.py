@@ -67,6 +67,7 @@ class Result:
         records: one row per image, sorted by ``idx``: label, predict, radius, correct, pA_lower.
         rounded_radii: radii were written with 3 significant digits (Cohen's format), so a radius counted at a grid
             radius may have been rounded up to it.
+        device: the device that certified (``metrics.json["environment"]["device_name"]``), None when not recorded.
     """
 
     source: Path
@@ -88,6 +89,7 @@ class Result:
     epochs: int | None = None
     mean_samples: float | None = None
     rounded_radii: bool = False
+    device: str | None = None
 
     @property
     def label(self) -> str:
@@ -271,6 +273,7 @@ def _run_result(
         hparams_recorded="hparams" in metrics,
         epochs=int(epochs) if epochs is not None else None,
         mean_samples=summary.get("mean_samples"),
+        device=(metrics.get("environment") or {}).get("device_name"),
     )
 
 

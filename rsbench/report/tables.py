@@ -56,6 +56,7 @@ def results_frame(rows: Sequence[Row], options: Options) -> pd.DataFrame:
             "sound": first.sound,
             "dataset": first.dataset,
             "arch": first.arch,
+            "device": "; ".join(sorted({r.device for r in row.results if r.device})) or "?",
             "sigma": first.sigma,
             **{key: value for key, value in row.settings},
             "seeds": len(row.results),
@@ -110,6 +111,7 @@ def display_frame(
     optional = {
         "dataset": [str(v) for v in frame["dataset"]],
         "arch": [str(v) for v in frame["arch"]],
+        "device": [str(v) for v in frame["device"]],
         **{key: [str(v) for v in frame[key]] for key in keys},
         "images": [_count(v) for v in frame["images"]],
         "n": [_count(v) for v in frame["n"]],
