@@ -19,6 +19,5 @@ for sigma in ${SIGMAS:-1.0 0.5}; do
         logger=csv trainer.enable_progress_bar=false hydra.run.dir="$dir"
     done
   done
-  python -m rsbench.report "$root"/*_sigma${sigma}_seed* --baseline gaussian --radii 0 0.5 1.0 1.5 2.0 2.5 \
-    --out "$root/report_sigma$sigma"
 done
+python -m rsbench.report "$root"/*_seed[0-9] --baseline gaussian --radii 0 0.5 1.0 1.5 2.0 2.5 --out "$root/report"

@@ -222,9 +222,11 @@ def test_the_device_that_certified_is_a_column_when_rows_differ_and_in_the_capti
     assert "device=NVIDIA H200" in (tmp_path / "report" / "report.md").read_text()
     make_run(tmp_path / "b" / "cpu", radii_of(rng), method="macer", extra={"environment": {"device_name": "AMD EPYC"}})
     make_run(tmp_path / "b" / "old", radii_of(rng), method="stability")  # from before rsbench recorded it
+    recorded = {"environment": {"device_name": "X"}}
+    make_run(tmp_path / "b" / "new", radii_of(rng), method="stability", seed=1, extra=recorded)
     frame = run_report(tmp_path, str(tmp_path / "a"), str(tmp_path / "b")).set_index("method")
     assert frame.at["macer", "device"] == "AMD EPYC"
-    assert frame.at["stability", "device"] == "?"
+    assert frame.at["stability", "device"] == "?; X"  # one seed recorded it, one did not
     header = (tmp_path / "report" / "report.md").read_text().split("\n")[2]
     assert "| device " in header
 

@@ -56,7 +56,7 @@ def results_frame(rows: Sequence[Row], options: Options) -> pd.DataFrame:
             "sound": first.sound,
             "dataset": first.dataset,
             "arch": first.arch,
-            "device": "; ".join(sorted({r.device for r in row.results if r.device})) or "?",
+            "device": "; ".join(sorted({r.device or "?" for r in row.results})),  # "?": a run that did not record it
             "sigma": first.sigma,
             **{key: value for key, value in row.settings},
             "seeds": len(row.results),
