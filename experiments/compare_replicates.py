@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from rsbench.naming import describes_setting
 from rsbench.report.load import find_results
 from rsbench.report.rows import Row, group_rows
 from rsbench.report.stats import seed_test
@@ -25,7 +26,7 @@ from rsbench.report.stats import seed_test
 
 def row_key(row: Row) -> tuple[str, str, float, str]:
     """What makes two rows of different replicates the same setting: method, dataset, sigma, hyperparameters."""
-    hparams = {k: v for k, v in row.first.hparams.items() if not (isinstance(v, str) and "/" in v)}
+    hparams = {k: v for k, v in row.first.hparams.items() if describes_setting(f"method.{k}", str(v))}
     return row.label, row.first.dataset, round(row.first.sigma, 6), json.dumps(hparams, sort_keys=True, default=str)
 
 
@@ -43,10 +44,10 @@ def compare(first: Sequence[Row], second: Sequence[Row], names: tuple[str, str])
                 "row": row.name,
                 f"{names[0]} seeds": len(a),
                 f"{names[0]} ACR": np.mean(a),
-                f"{names[0]} sd": np.std(a, ddof=1) if len(a) > 1 else np.nan,
+                f"{names[0]} sd": row.seed_sd(),
                 f"{names[1]} seeds": len(b),
                 f"{names[1]} ACR": np.mean(b),
-                f"{names[1]} sd": np.std(b, ddof=1) if len(b) > 1 else np.nan,
+                f"{names[1]} sd": other.seed_sd(),
                 "difference": np.mean(b) - np.mean(a),
                 "p (seeds, Welch)": seed_test(a, b),
             }

@@ -48,7 +48,7 @@ from rsbench.certify.records import (
 from rsbench.certify.seeding import derive_seed
 from rsbench.certify.sequential import certify_sequential
 from rsbench.certify.settings import CertifySettings
-from rsbench.certify.smooth import Certificate, Smooth
+from rsbench.certify.smooth import Certificate, Smooth, module_device
 from rsbench.certify.subset import indices_digest
 from rsbench.certify.summary import format_summary, summarize, write_metrics
 from rsbench.environment import environment
@@ -214,7 +214,7 @@ class Certification:
             rows[STEM] = replayed
             log.info("memory replay: %d certificates shrunk, %d switched class", report.shrunk, report.switched)
         extra = {"subset": self._subset_record(indices, len(images)), **meta}
-        extra["environment"] = environment(_device_of(subject.classifier))
+        extra["environment"] = environment(module_device(subject.classifier) or torch.device("cpu"))
         if subject.provenance:
             extra["model"] = dict(subject.provenance)
         if subject.hparams:
@@ -426,10 +426,3 @@ def _row(idx: int, label: int, cert: Certificate, sound: bool) -> CertificationR
         sigma=cert.sigma,
         sound=sound,
     )
-
-
-def _device_of(classifier: nn.Module) -> torch.device:
-    """The device of the classifier's first parameter or buffer (the CPU for one that holds no tensor)."""
-    for tensor in (*classifier.parameters(), *classifier.buffers()):
-        return tensor.device
-    return torch.device("cpu")

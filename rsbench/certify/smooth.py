@@ -335,9 +335,15 @@ class Smooth(NoiseMixin):
     def device_for(self, x: Tensor) -> torch.device:
         """The base classifier's device (of its first parameter or buffer), else the input's."""
         if isinstance(self.base_classifier, nn.Module):
-            for tensor in (*self.base_classifier.parameters(), *self.base_classifier.buffers()):
-                return tensor.device
+            return module_device(self.base_classifier) or x.device
         return x.device
+
+
+def module_device(module: nn.Module) -> torch.device | None:
+    """The device of the module's first parameter or buffer; None for a module that holds no tensor."""
+    for tensor in (*module.parameters(), *module.buffers()):
+        return tensor.device
+    return None
 
 
 @contextlib.contextmanager

@@ -66,7 +66,7 @@ def _paired_section(paired: pd.DataFrame, baseline: str, keys: Sequence[str], op
     shown: dict[str, list[str]] = {
         "method": list(paired["method"]),
         "sigma": [sigma_text(s) for s in paired["sigma"]],
-        **{key: _setting_cells(paired, key) for key in keys},
+        **{key: [str(v) for v in paired[key]] for key in keys},  # paired_table gives every line its settings
         "baseline": list(paired["baseline"]),
     }
     has = paired.get("d_acr") is not None
@@ -129,12 +129,6 @@ def envelope_frame(rows: Sequence[Row], numbers: pd.DataFrame, keys: Sequence[st
         "and the sigma that reaches it (mean over seeds; intervals in the results table)."
     )
     return Section("envelope", "Envelope over sigma", table, caption, table)
-
-
-def _setting_cells(paired: pd.DataFrame, key: str) -> list[str]:
-    """The column ``key`` of the paired table as text, ``-`` where a row does not set it."""
-    values = paired[key] if key in paired else pd.Series([None] * len(paired))
-    return ["-" if pd.isna(value) else str(value) for value in values]
 
 
 def _p(value: float) -> str:

@@ -120,7 +120,7 @@ def _grid_end(members: Sequence[Row]) -> float:
 
 def curve_legend(row: Row, with_sigma: bool = False) -> str:
     """A row's name in a figure: its label, the settings it sets (not those only other rows set), its seed count."""
-    parts = [row.label] + [f"{k}={v}" for k, v in row.settings if v != "-"]  # "-": a setting this row leaves unset
+    parts = [row.label] + [f"{k}={v}" for k, v in row.stated_settings]
     if with_sigma:
         parts.append(f"sigma={row.first.sigma:g}")
     if len(row.results) > 1:

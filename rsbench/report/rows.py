@@ -53,9 +53,14 @@ class Row:
         return self.first.images
 
     @property
+    def stated_settings(self) -> tuple[tuple[str, str], ...]:
+        """The settings this row sets (``-``: a key only other rows' methods have, left out)."""
+        return tuple((k, v) for k, v in self.settings if v != "-")
+
+    @property
     def name(self) -> str:
         """The method, sigma and the settings that set this row apart, for messages and legends."""
-        parts = [self.label, f"sigma={self.first.sigma:g}"] + [f"{k}={v}" for k, v in self.settings if v != "-"]
+        parts = [self.label, f"sigma={self.first.sigma:g}"] + [f"{k}={v}" for k, v in self.stated_settings]
         return " ".join(parts)
 
     @cached_property
