@@ -1,0 +1,97 @@
+"""The authors' released per-image certification logs that ship with rsbench, as data.
+
+``released/index.csv`` (next to this module) lists every log: the repository, commit and path it was taken from,
+the SHA-256 of the original file, the method (rsbench's name), the variant, dataset, architecture, sigma, the number
+of images and the protocol (n0, n, alpha), and the file under ``released/`` (a gzipped Cohen-format TSV, ``time``
+column dropped). ``experiments/import_released_logs.py`` rebuilds the folder from a clone of the repository.
+
+These are the CAT-RS authors' logs (alinlab/smoothing-catrs, MIT licence, ``released/LICENSE``): every method of
+their CIFAR-10 and Fashion-MNIST tables and CAT-RS on MNIST, all test images at n = 100,000, alpha = 0.001.
+Cohen et al.'s logs (locuslab/smoothing) carry no licence and are not shipped; read them from a clone by path.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import pandas as pd
+
+from rsbench.report.load import Result, read_cohen_tsv
+
+
+@dataclass(frozen=True)
+class ReleasedLog:
+    """One released log: where it came from, what it certifies, and the file rsbench ships.
+
+    Attributes:
+        repository: ``owner/name`` on GitHub.
+        commit: the commit the file was read at.
+        path: the file's path in that repository.
+        method, variant, dataset, arch, sigma: what it certifies, in rsbench's names (variant as ``key=value``).
+        images: the number of certified test images.
+        n0, n, alpha: the certification protocol.
+        file: the shipped copy.
+    """
+
+    repository: str
+    commit: str
+    path: str
+    method: str
+    variant: str
+    dataset: str
+    arch: str
+    sigma: float
+    images: int
+    n0: int
+    n: int
+    alpha: float
+    file: Path
+
+    @property
+    def reference(self) -> str:
+        """``owner/name@commit path``: enough to find the original file."""
+        return f"{self.repository}@{self.commit[:7]} {self.path}"
+
+    def read(self) -> Result:
+        """The log as a report result (method, dataset, sigma and protocol from the index)."""
+        result = read_cohen_tsv(
+            self.file, label=self.method, sigma=self.sigma, dataset=self.dataset, n=self.n, alpha=self.alpha
+        )
+        protocol = {**result.protocol, "n0": self.n0}
+        return Result(**{**result.__dict__, "arch": self.arch, "protocol": protocol, "source": self.file})
+
+
+def released_logs(
+    *, dataset: str | None = None, method: str | None = None, sigma: float | None = None
+) -> list[ReleasedLog]:
+    """The shipped logs, in the index's order, keeping those that match every argument given."""
+    folder = resources.files("rsbench.report").joinpath("released")
+    index = pd.read_csv(str(folder.joinpath("index.csv")), dtype={"variant": str}, keep_default_na=False)
+    logs = [
+        ReleasedLog(
+            repository=row.repository,
+            commit=row.commit,
+            path=row.path,
+            method=row.method,
+            variant=row.variant,
+            dataset=row.dataset,
+            arch=row.arch,
+            sigma=float(row.sigma),
+            images=int(row.images),
+            n0=int(row.n0),
+            n=int(row.n),
+            alpha=float(row.alpha),
+            file=Path(str(folder.joinpath(row.file))),
+        )
+        for row in index.itertuples()
+    ]
+    return [
+        log
+        for log in logs
+        if (dataset is None or log.dataset == dataset)
+        and (method is None or log.method == method)
+        and (sigma is None or math.isclose(log.sigma, sigma))
+    ]
