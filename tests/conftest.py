@@ -65,3 +65,11 @@ def make_cfg(tmp_path: Path) -> Iterator[ComposeFn]:
 
     yield make
     GlobalHydra.instance().clear()
+
+
+@pytest.fixture(autouse=True)
+def no_system_datasets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests never read a dataset installed on the machine (Debian's Fashion-MNIST): only files they generate."""
+    from rsbench.data import sources
+
+    monkeypatch.setattr(sources, "SYSTEM_IDX_FOLDERS", {name: () for name in sources.SYSTEM_IDX_FOLDERS})

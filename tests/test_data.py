@@ -8,6 +8,7 @@ overridden with the generated files' md5s, so the real loading code runs. No tes
 from __future__ import annotations
 
 import functools
+import gzip
 import hashlib
 import pickle
 import struct
@@ -865,3 +866,51 @@ def test_datamodule_on_the_embedded_subset():
     assert len(module.test_dataset) == 500
     val_labels = dataset_labels(module.val_dataset.dataset)
     assert Counter(val_labels[i] for i in module.val_dataset.indices) == dict.fromkeys(range(10), 50)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# idx files wherever they are: gzipped or not, torchvision's layout, data_dir itself, Debian's package folder
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _gzip_copy(source: Path, target: Path) -> None:
+    target.mkdir(parents=True, exist_ok=True)
+    for file in source.iterdir():
+        (target / f"{file.name}.gz").write_bytes(gzip.compress(file.read_bytes()))
+
+
+@pytest.mark.parametrize("where", ["data_dir", "debian"])
+def test_fashion_mnist_reads_gzipped_files_in_data_dir_or_the_debian_folder(
+    fashion_mnist_files, where, tmp_path, monkeypatch, offline
+):
+    folder = tmp_path / ("usr/share/datasets/fashion-mnist" if where == "debian" else "data")
+    _gzip_copy(fashion_mnist_files.root / "FashionMNIST" / "raw", folder)
+    if where == "debian":
+        monkeypatch.setattr(sources, "SYSTEM_IDX_FOLDERS", {"MNIST": (), "FashionMNIST": (folder,)})
+    root = tmp_path / "data" if where == "data_dir" else tmp_path / "empty"
+    for train in (True, False):
+        dataset = sources.fashion_mnist(root, train, build_transforms("none", 28)[1], download=True)
+        labels = fashion_mnist_files.train_labels if train else fashion_mnist_files.test_labels
+        images = fashion_mnist_files.train_images if train else fashion_mnist_files.test_images
+        assert dataset_labels(dataset) == labels.tolist()
+        assert torch.equal(dataset[3][0], _expected(images, 3))
+    assert not offline, "files that are there are never downloaded"
+    assert not (tmp_path / "empty").exists(), "nothing is written where the files were not"
+
+
+def test_missing_idx_files_without_download_say_where_they_were_looked_for_and_how_to_get_them(tmp_path):
+    with pytest.raises(DatasetUnavailableError) as raised:
+        sources.fashion_mnist(tmp_path, True, None, download=False)
+    message = str(raised.value)
+    assert "\n" not in message
+    assert repr(str(tmp_path / "FashionMNIST" / "raw")) in message
+    assert "apt-get install dataset-fashion-mnist" in message
+    assert "dataset.download=true" in message
+
+
+def test_a_damaged_idx_file_is_named(fashion_mnist_files, tmp_path):
+    folder = tmp_path / "FashionMNIST" / "raw"
+    _gzip_copy(fashion_mnist_files.root / "FashionMNIST" / "raw", folder)
+    (folder / "t10k-images-idx3-ubyte.gz").write_bytes(gzip.compress(b"\x00\x00\x08\x03" + bytes(20)))
+    with pytest.raises(ValueError, match=r"t10k-images-idx3-ubyte\.gz holds 8 data bytes"):
+        sources.fashion_mnist(tmp_path, False, None, download=False)

@@ -19,6 +19,7 @@ from torch.utils.data import Dataset, TensorDataset
 from torchvision import datasets
 
 from rsbench.data.download import download_url, socket_timeout, unreachable
+from rsbench.data.idx import IdxImages, find_idx_folder
 from rsbench.errors import DatasetUnavailableError
 
 Transform = Callable[[object], torch.Tensor]
@@ -34,9 +35,10 @@ def _torchvision(
     root: Path,
     transform: Transform | None,
     download: bool,
+    hint: str = "",
     **split: object,
 ) -> Dataset:
-    """Open a torchvision dataset, downloading it if allowed, or explain where its files belong."""
+    """Open a torchvision dataset, downloading it if allowed, or explain where its files belong (and ``hint``)."""
     root = Path(root).expanduser()
     try:
         return cls(str(root), transform=transform, download=False, **split)
@@ -58,20 +60,65 @@ def _torchvision(
     raise DatasetUnavailableError(
         f"{what} is not available under data_dir={str(root)!r}: {reason}. "
         f"Put {layout} there (or point data_dir=... at the folder that holds it), "
-        "or run once with network access and dataset.download=true."
+        f"or run once with network access and dataset.download=true{hint}."
     )
 
 
+# Debian's package dataset-fashion-mnist (`apt-get install dataset-fashion-mnist`) installs the four gzipped files here.
+DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
+# Folders searched for a dataset's idx files after data_dir's own: the system-wide copies (tests may empty it).
+SYSTEM_IDX_FOLDERS: dict[str, tuple[Path, ...]] = {"MNIST": (), "FashionMNIST": (DEBIAN_FASHION_MNIST,)}
+IDX_FOLDER_NAMES = {"MNIST": "mnist", "FashionMNIST": "fashion-mnist"}  # data_dir/<this>/ is searched too
+IDX_LAYOUT = "{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]"
+
+
+def _idx_dataset(
+    cls: type[datasets.MNIST],
+    what: str,
+    hint: str,
+    root: Path,
+    train: bool,
+    transform: Transform | None,
+    download: bool,
+) -> Dataset:
+    """An MNIST-format dataset read from its idx files wherever they are, downloaded into ``root`` only if absent.
+
+    Searched in order: ``root/<Name>/raw`` (torchvision's layout), ``root`` itself, ``root/mnist`` or
+    ``root/fashion-mnist`` (:data:`IDX_FOLDER_NAMES`) and the system folders of :data:`SYSTEM_IDX_FOLDERS`; each
+    file may be gzipped or not.
+    """
+    root = Path(root).expanduser()
+    name = cls.__name__
+    folders = [root / name / "raw", root, root / IDX_FOLDER_NAMES[name]]
+    found = find_idx_folder([*folders, *SYSTEM_IDX_FOLDERS.get(name, ())])
+    if found is None and not download:
+        searched = ", ".join(repr(str(folder)) for folder in [*folders, *SYSTEM_IDX_FOLDERS.get(name, ())])
+        raise DatasetUnavailableError(
+            f"{what} is not available: its four idx files ({IDX_LAYOUT}) are in none of {searched} (downloads are off: "
+            f"dataset.download=false). Put them in "
+            f"data_dir={str(root)!r} (or {name}/raw under it), or run once with network access and "
+            f"dataset.download=true{hint}."
+        )
+    if found is None:
+        layout = f"{name}/raw/{IDX_LAYOUT} (or the four files in data_dir itself)"
+        # downloads into root/<Name>/raw where the network allows, else raises saying where the files go
+        _torchvision(cls, what, layout, root, None, download, hint, train=train)
+        found = root / name / "raw"
+    return IdxImages(found, train, transform)
+
+
 def mnist(root: Path, train: bool, transform: Transform | None = None, download: bool = True) -> Dataset:
-    """MNIST from torchvision (60,000 / 10,000 images, 1x28x28)."""
-    layout = "MNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte"
-    return _torchvision(datasets.MNIST, "MNIST", layout, root, transform, download, train=train)
+    """MNIST (60,000 / 10,000 images, 1x28x28) from its idx files (see :func:`_idx_dataset`), or downloaded."""
+    return _idx_dataset(datasets.MNIST, "MNIST", "", root, train, transform, download)
 
 
 def fashion_mnist(root: Path, train: bool, transform: Transform | None = None, download: bool = True) -> Dataset:
-    """Fashion-MNIST from torchvision (60,000 / 10,000 images, 1x28x28)."""
-    layout = "FashionMNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte"
-    return _torchvision(datasets.FashionMNIST, "Fashion-MNIST", layout, root, transform, download, train=train)
+    """Fashion-MNIST (60,000 / 10,000 images, 1x28x28) from its idx files, Debian's package's included, or downloaded.
+
+    With Debian's ``dataset-fashion-mnist`` installed, nothing needs to be put anywhere (see :func:`_idx_dataset`).
+    """
+    hint = f", or install Debian's package (apt-get install dataset-fashion-mnist: files in {DEBIAN_FASHION_MNIST})"
+    return _idx_dataset(datasets.FashionMNIST, "Fashion-MNIST", hint, root, train, transform, download)
 
 
 def cifar10(root: Path, train: bool, transform: Transform | None = None, download: bool = True) -> Dataset:
