@@ -9,6 +9,9 @@ from setuptools import find_packages, setup
 setup(
     packages=[*find_packages(include=["rsbench", "rsbench.*"]), "rsbench.conf"],
     package_dir={"rsbench.conf": "conf"},
-    package_data={"rsbench.conf": ["*.yaml", "**/*.yaml"], "rsbench.report": ["published.csv", "released/index.csv", "released/LICENSE", "released/*/*/*.tsv.gz"]},
+    package_data={
+        "rsbench.conf": ["*.yaml", "**/*.yaml"],
+        "rsbench.report": ["published.csv", "released/*.csv", "released/LICENSE", "released/*/*/*.tsv.gz"],
+    },
     exclude_package_data={"rsbench.conf": ["local/*"]},  # per-machine overrides stay on the machine
 )

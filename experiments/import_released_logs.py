@@ -4,7 +4,10 @@ The CAT-RS authors (alinlab/smoothing-catrs, MIT licence) released one Cohen-for
 dataset and sigma of their tables. rsbench ships them, unchanged but for the ``time`` column (dropped: it is the
 authors' wall clock, not a result) and gzip, so that a run can be paired with the authors' model image by image
 (``python -m rsbench.report --against-released``) and the replay benchmark can use them. Every file is listed in
-``index.csv`` with its repository, commit, path in the repository and the SHA-256 of the original file.
+``index.csv`` with its repository, commit, path in the repository and the SHA-256 of the original file. What the
+training log beside a TSV (``log.txt``: one line per epoch with its seconds, learning rate, train and noisy test loss
+and accuracy) states goes into ``training_logs.csv``: the epochs logged, the learning rate of every epoch (run-length
+coded), the last epoch's noisy test accuracy and the median seconds per epoch on the authors' GPU.
 
 Usage (after fetching the repository, e.g. ``git clone https://github.com/alinlab/smoothing-catrs``)::
 
@@ -44,7 +47,7 @@ DATASETS = {
     "fmnist": ("fashion_mnist", "lenet"),
 }
 # The SmoothMix variant of each released CIFAR-10 log (CAT-RS EXPERIMENTS.MD: --mix_step 1 at sigma 0.5 and 1.0);
-# MNIST and Fashion-MNIST follow the SmoothMix paper's plain MNIST recipe.
+# nothing states the variant of the Fashion-MNIST logs, so they match either.
 SMOOTHMIX_ONE_STEP = {("cifar10", 0.25): False, ("cifar10", 0.5): True, ("cifar10", 1.0): True}
 COLUMNS = ["idx", "label", "predict", "radius", "correct"]
 
@@ -67,13 +70,38 @@ def logs_in(repo: Path) -> list[tuple[str, str, float, str]]:
     return sorted(found)
 
 
+def training_log_facts(text: str) -> dict[str, object]:
+    """What one ``log.txt`` states.
+
+    The epochs logged, each epoch's learning rate as logged (``first-last:lr;...``; the Jeong lineage logs
+    ``scheduler.get_lr()``, which reads one epoch at each drop as twice dropped), the last epoch's noisy test
+    accuracy (%) and the median seconds per epoch (3 significant digits).
+    """
+    log = pd.read_csv(io.StringIO(text), sep="\t")
+    runs: list[tuple[int, int, float]] = []
+    for epoch, lr in zip(log["epoch"], log["lr"], strict=True):
+        if runs and runs[-1][2] == lr and runs[-1][1] == epoch - 1:
+            runs[-1] = (runs[-1][0], int(epoch), float(lr))
+        else:
+            runs.append((int(epoch), int(epoch), float(lr)))
+    return {
+        "first_epoch": int(log["epoch"].iloc[0]),
+        "last_epoch": int(log["epoch"].iloc[-1]),
+        "epochs_logged": len(log),
+        "lr": ";".join(f"{a}-{b}:{lr:g}" if a != b else f"{a}:{lr:g}" for a, b, lr in runs),
+        "last_test_acc": float(log["test acc"].iloc[-1]),
+        "median_seconds_per_epoch": float(f"{log['time'].median():.3g}"),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     """Rewrite ``released/`` and its index from the repository given on the command line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("repository", type=Path, help="a clone of alinlab/smoothing-catrs (work tree or .git)")
     args = parser.parse_args(argv)
     commit = git(args.repository, "rev-parse", "HEAD").decode().strip()
-    rows = []
+    rows, trainings = [], []
+    paths = set(git(args.repository, "ls-tree", "-r", "--name-only", "HEAD", "data").decode().splitlines())
     for folder, method_folder, sigma, path in logs_in(args.repository):
         original = git(args.repository, "show", f"HEAD:{path}")
         frame = pd.read_csv(io.BytesIO(original), sep="\t")[COLUMNS]
@@ -84,9 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         text = frame.to_csv(sep="\t", index=False, lineterminator="\n").encode()
         with open(TARGET / local, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as out:
             out.write(text)
-        variant = ""
-        if method == "smoothmix":
-            variant = f"one_step={str(SMOOTHMIX_ONE_STEP.get((dataset, sigma), False)).lower()}"
+        one_step = SMOOTHMIX_ONE_STEP.get((dataset, sigma)) if method == "smoothmix" else None
+        variant = "" if one_step is None else f"one_step={str(one_step).lower()}"
         rows.append(
             {
                 "repository": REPOSITORY,
@@ -105,10 +132,16 @@ def main(argv: list[str] | None = None) -> int:
                 "file": local.as_posix(),
             }
         )
-    with open(TARGET / "index.csv", "w", newline="") as index:
-        writer = csv.DictWriter(index, fieldnames=list(rows[0]), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
+        log_path = f"{path.rsplit('/', 1)[0]}/log.txt"
+        text = git(args.repository, "show", f"HEAD:{log_path}").decode() if log_path in paths else ""
+        if len(text.splitlines()) > 1:  # MNIST's logs hold the header only
+            facts = training_log_facts(text)
+            trainings.append({"method": method, "dataset": dataset, "sigma": f"{sigma:g}", "path": log_path, **facts})
+    for name, table in (("index.csv", rows), ("training_logs.csv", trainings)):
+        with open(TARGET / name, "w", newline="") as file:
+            writer = csv.DictWriter(file, fieldnames=list(table[0]), lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(table)
     print(f"wrote {len(rows)} logs of {REPOSITORY}@{commit[:7]} to {TARGET}")
     return 0
 

@@ -45,3 +45,25 @@ def test_a_released_log_reads_as_a_result_with_its_published_acr(key, acr):
     assert (result.protocol["n"], result.protocol["n0"]) == (100000, 100)
     # radii are printed with 3 significant digits, so the ACR recomputes to the stated 3 decimals only
     assert result.scores.mean() == pytest.approx(acr, abs=5e-4)
+
+
+def test_published_rows_of_released_logs_are_the_shipped_logs_recomputed():
+    """Every published line that cites a shipped log holds that log's ACR and certified accuracies (to the 4 and 2
+    decimals the CSV keeps), so the published numbers and the per-image data cannot drift apart."""
+    from rsbench.report.published import load_published, published_radii
+
+    published = load_published()
+    radii = published_radii(published)
+    by_path = {log.path: log for log in released_logs()}
+    checked = 0
+    for _, line in published[published["source"].str.startswith("catrs2023_logs")].iterrows():
+        path = line["reference"].split("@d4bc576 ")[1].split(" ")[0]
+        result = by_path[path].read()
+        assert (result.method, result.dataset) == (line["method"], line["dataset"]), path
+        assert result.scores.mean() == pytest.approx(line["acr"], abs=5e-4 if len(f"{line['acr']}") < 6 else 5e-5)
+        for radius in radii:
+            value = line[f"acc@{radius:g}"]
+            if not pd.isna(value):
+                assert 100 * result.certified(radius).mean() == pytest.approx(value, abs=5e-3), (path, radius)
+        checked += 1
+    assert checked == 44

@@ -376,6 +376,19 @@ def test_published_numbers_sit_beside_a_matching_row_with_the_protocol_differenc
     assert line["z_acr"] == pytest.approx((line["acr"] - 1.553) / math.hypot(se_rsbench, se_published))
 
 
+def test_a_source_without_an_image_count_has_an_unknown_se_and_only_a_bound_on_z(tmp_path: Path) -> None:
+    """MACER's MNIST table does not say how many images it certified: its SE is unknown, not 0, so the z of a gap is
+    computed with rsbench's SE alone and shown as the bound it is."""
+    make_run(tmp_path / "run", radii_of(np.random.default_rng(4), size=100), hparams={"sigma": 0.5})
+    main([str(tmp_path / "run"), "--out", str(tmp_path / "report"), "--no-plots", "--published-source", "macer"])
+    line = pd.read_csv(tmp_path / "report" / "published.csv").iloc[0]
+    assert line["source"] == "macer2020_table6"
+    se_rsbench = np.std(find_results([tmp_path / "run"])[0].scores, ddof=1) / math.sqrt(100)
+    assert line["z_acr"] == pytest.approx((line["acr"] - line["acr_published"]) / se_rsbench)
+    assert f"(|z| <= {abs(line['z_acr']):.1f})" in line["ΔACR (z)"]
+    assert "images: 100 vs ?" in line["differs"]
+
+
 def consistent(line: pd.Series, radii: Sequence[float]) -> bool:
     """Whether a published line can be right: accuracy never rises with the radius and is 0 beyond the radius cap,
     and ACR (the area under the accuracy curve) lies between the lower and upper Riemann sums of the accuracies,

@@ -4,6 +4,7 @@ Examples::
 
     python -m rsbench.report multirun/embedded_mnist_study --baseline gaussian --radii 0 0.5 1 1.5 2
     python -m rsbench.report outputs/cifar10 --out report --published-source catrs
+    python -m rsbench.report multirun/fashion_mnist_table --against-released --radii 0 0.5 1 1.5 2
     python -m rsbench.report logs/noise_0.25.tsv --label "CAT-RS (released)" --dataset cifar10 --n 100000
 
 Prints the Markdown report and writes report.md, report.tex (booktabs), one CSV per table and the figures
@@ -46,6 +47,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--acr-interval", default="t", choices=["t", "bootstrap"], help="interval of ACR over images")
     p.add_argument("--no-published", action="store_true", help="leave out the papers' published numbers")
     p.add_argument("--published-source", help="compare only with published sources whose id contains this")
+    p.add_argument(
+        "--against-released",
+        action="store_true",
+        help="pair every row image by image with the authors' released run of its method, dataset and sigma",
+    )
     p.add_argument("--no-plots", action="store_true", help="write no figures")
     p.add_argument("--wandb", action="store_true", help="also log the tables and figures to W&B (offline by default)")
     p.add_argument("--wandb-project", default="rsbench", help="the W&B project of --wandb (default rsbench)")
@@ -78,6 +84,7 @@ def main(argv: list[str] | None = None) -> None:
             baseline=args.baseline,
             published=not args.no_published,
             published_source=args.published_source,
+            against_released=args.against_released,
         )
     except ReportError as error:
         log.error("rsbench.report: %s", error)

@@ -1,21 +1,22 @@
 """Assemble the report's sections and notes.
 
 The results table, the paired comparison with a baseline, the envelope over sigma, the published numbers beside
-rsbench's, and notes on anything a reader must know (unsound rows, rounded radii).
+rsbench's, each row against the authors' released per-image run of it, and notes on anything a reader must know
+(unsound rows, rounded radii).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from rsbench.report.against_released import compare_released
 from rsbench.report.paired import baseline_rows, paired_table
 from rsbench.report.published import compare_published, load_published
 from rsbench.report.render import Section
 from rsbench.report.rows import Row
-from rsbench.report.tables import Options, display_frame, radius_column, results_frame, sigma_text
+from rsbench.report.tables import Options, display_frame, p_text, radius_column, results_frame, sigma_text
 
 
 def build_sections(
@@ -26,6 +27,7 @@ def build_sections(
     baseline: str | None = None,
     published: bool = True,
     published_source: str | None = None,
+    against_released: bool = False,
 ) -> tuple[list[Section], list[str]]:
     """The report's sections and notes for ``rows`` (see :mod:`rsbench.report`)."""
     numbers = results_frame(rows, options)
@@ -43,6 +45,12 @@ def build_sections(
         comparison = compare_published(rows, numbers, load_published(), options, published_source)
         if comparison is not None:
             sections.append(comparison)
+    if against_released:
+        released = compare_released(rows, options)
+        if released is None:
+            notes.append("--against-released: no row has a released log of its method, dataset and sigma.")
+        else:
+            sections.append(released)
     notes += [
         f"{row.name}: these radii are NOT sound certificates ({row.first.variant})."
         for row in rows
@@ -75,16 +83,16 @@ def _paired_section(paired: pd.DataFrame, baseline: str, keys: Sequence[str], op
             "-" if pd.isna(line.d_acr) else f"{line.d_acr:+.3f} [{line.d_acr_low:+.3f}, {line.d_acr_high:+.3f}]"
             for line in paired.itertuples()
         ]
-        shown["p (paired t)"] = [_p(v) for v in paired["p_acr"]]
-        shown["p (Wilcoxon)"] = [_p(v) for v in paired["p_acr_wilcoxon"]]
+        shown["p (paired t)"] = [p_text(v) for v in paired["p_acr"]]
+        shown["p (Wilcoxon)"] = [p_text(v) for v in paired["p_acr_wilcoxon"]]
         if paired["p_acr_seeds"].notna().any():
-            shown["p (seeds, Welch)"] = [_p(v) for v in paired["p_acr_seeds"]]
+            shown["p (seeds, Welch)"] = [p_text(v) for v in paired["p_acr_seeds"]]
         for radius in options.radii:
             column = radius_column(radius)
             if f"d_{column}" not in paired:
                 continue
             shown[f"Δ r={radius:g} (p)"] = [
-                "-" if pd.isna(d) else f"{100 * d:+.1f} ({_p(p)})"
+                "-" if pd.isna(d) else f"{100 * d:+.1f} ({p_text(p)})"
                 for d, p in zip(paired[f"d_{column}"], paired[f"p_{column}"], strict=True)
             ]
     if "note" in paired:
@@ -129,9 +137,3 @@ def envelope_frame(rows: Sequence[Row], numbers: pd.DataFrame, keys: Sequence[st
         "and the sigma that reaches it (mean over seeds; intervals in the results table)."
     )
     return Section("envelope", "Envelope over sigma", table, caption, table)
-
-
-def _p(value: float) -> str:
-    if value is None or math.isnan(value):
-        return "-"
-    return "<0.001" if value < 0.001 else f"{value:.3f}"

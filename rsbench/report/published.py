@@ -91,8 +91,10 @@ def compare_published(
     caption = (
         "rsbench's rows beside the published numbers. z: the difference in standard errors, rsbench minus "
         "published divided by the root sum of squares of their SEs; the published SE of ACR is estimated from "
-        "rsbench's per-image spread at the published image count. Δ r: certified accuracy difference in percentage "
-        "points (z). 'differs' lists every protocol difference: a gap may come from it rather than from the method."
+        "rsbench's per-image spread at the published image count; where a source gives no image count its SE is "
+        "unknown and '|z| <=' bounds the distance with rsbench's SE alone. Δ r: certified accuracy difference in "
+        "percentage points (z). 'differs' lists every protocol difference: a gap may come from it rather than from "
+        "the method."
     )
     numbers_out = frame.rename(columns=lambda c: c.lstrip("_"))
     return Section("published", "Published numbers", shown, caption, numbers_out)
@@ -107,11 +109,13 @@ def _compare(row: Row, ours: pd.Series, line: pd.Series, options: Options) -> di
     sd_published = _number(line.get("acr_sd"))
     se_ours = math.hypot(ours["acr_se"], _zero_if_nan(ours["acr_sd_seeds"]) / math.sqrt(k))
     per_image_sd = float(np.std(first.scores, ddof=1)) if images > 1 else math.nan
+    # Unknown (nan), not 0, where the source gives no image count: the z shown is then an upper bound.
     se_published = math.sqrt(
-        (per_image_sd**2 / published_images if not math.isnan(published_images) else 0.0)
+        per_image_sd**2 / published_images
         + (sd_published**2 / seeds_published if not math.isnan(sd_published) and seeds_published > 0 else 0.0)
     )
     difference = float(ours["acr"]) - float(line["acr"])
+    z_acr = z_distance(difference, se_ours, se_published)
     result: dict[str, Any] = {
         "method": row.label,
         "sigma": sigma_text(first.sigma),
@@ -119,11 +123,11 @@ def _compare(row: Row, ours: pd.Series, line: pd.Series, options: Options) -> di
         "source": line["source"],
         "published ACR": _acr_text(line),
         "rsbench ACR": f"{ours['acr']:.3f}" + (f" ({k} seeds)" if k > 1 else ""),
-        "ΔACR (z)": f"{difference:+.3f} ({z_distance(difference, se_ours, se_published):+.1f})",
+        "ΔACR (z)": f"{difference:+.3f} ({_z_text(z_acr, se_published)})",
         "_reference": line["reference"],
         "_acr_published": float(line["acr"]),
         "_acr": float(ours["acr"]),
-        "_z_acr": z_distance(difference, se_ours, se_published),
+        "_z_acr": z_acr,
     }
     for radius in options.radii:
         column = radius_column(radius)
@@ -136,7 +140,7 @@ def _compare(row: Row, ours: pd.Series, line: pd.Series, options: Options) -> di
         )
         se_b = math.sqrt(p_published * (1 - p_published) / published_images) if published_images > 0 else math.nan
         z = z_distance(p_ours - p_published, se_a, se_b)
-        result[f"Δ r={radius:g} (z)"] = f"{100 * (p_ours - p_published):+.1f} ({z:+.1f})"
+        result[f"Δ r={radius:g} (z)"] = f"{100 * (p_ours - p_published):+.1f} ({_z_text(z, se_b)})"
         result[f"_z_{column}"] = z
     result["_differs"] = "; ".join(protocol_differences(row, line)) or "-"
     return result
@@ -178,6 +182,20 @@ def protocol_differences(row: Row, line: pd.Series) -> list[str]:
     if isinstance(line.get("note"), str):
         notes.append(f"source: {line['note']}")
     return notes
+
+
+def _z_text(z: float, se_published: float) -> str:
+    """z as shown in a table cell.
+
+    ``+1.3``; ``|z| <= 1.3`` where the published SE is unknown (z then uses rsbench's SE alone, so the true distance
+    is at most that); ``no SE`` where neither side has an uncertainty.
+
+    >>> _z_text(1.26, 0.01), _z_text(-1.26, float("nan")), _z_text(float("inf"), 0.0)
+    ('+1.3', '|z| <= 1.3', 'no SE')
+    """
+    if math.isinf(z) or math.isnan(z):
+        return "no SE"
+    return f"|z| <= {abs(z):.1f}" if math.isnan(se_published) else f"{z:+.1f}"
 
 
 def _acr_text(line: pd.Series) -> str:

@@ -95,3 +95,28 @@ def released_logs(
         and (method is None or log.method == method)
         and (sigma is None or math.isclose(log.sigma, sigma))
     ]
+
+
+def training_logs() -> pd.DataFrame:
+    """What the authors' training logs beside the released TSVs state, one line per run (``training_logs.csv``).
+
+    Columns: method, dataset, sigma, path (in the repository), first_epoch, last_epoch, epochs_logged, lr (each
+    epoch's learning rate as logged, run-length coded ``first-last:lr;...``), last_test_acc (the last epoch's noisy
+    test accuracy, %), median_seconds_per_epoch (on the authors' GPU).
+    """
+    folder = resources.files("rsbench.report").joinpath("released")
+    return pd.read_csv(str(folder.joinpath("training_logs.csv")))
+
+
+def logged_rates(coded: str) -> list[float]:
+    """Each epoch's learning rate from ``training_logs()["lr"]``, from the first epoch logged.
+
+    >>> logged_rates("0-2:0.1;3:0.001;4-5:0.01")
+    [0.1, 0.1, 0.1, 0.001, 0.01, 0.01]
+    """
+    rates: list[float] = []
+    for part in coded.split(";"):
+        span, rate = part.split(":")
+        first, _, last = span.partition("-")
+        rates += [float(rate)] * (int(last or first) - int(first) + 1)
+    return rates

@@ -170,6 +170,17 @@ def sigma_text(sigma: float) -> str:
     return text if float(text) == sigma else f"{sigma:g}"
 
 
+def p_text(value: float | None) -> str:
+    """A p-value as tables show it: three decimals, ``<0.001`` below, ``-`` when there is none.
+
+    >>> p_text(0.04321), p_text(0.0001), p_text(float("nan"))
+    ('0.043', '<0.001', '-')
+    """
+    if value is None or math.isnan(value):
+        return "-"
+    return "<0.001" if value < 0.001 else f"{value:.3f}"
+
+
 def _cell(value: float, sd: float, low: float, high: float, scale: float, digits: int) -> str:
     text = f"{scale * value:.{digits}f}"
     if not math.isnan(sd):

@@ -1,0 +1,156 @@
+"""Each rsbench row paired image by image with the authors' own released run of the same method, dataset and sigma.
+
+A published table entry and an rsbench number differ by the model, the images and the sampling; a released per-image
+log (:mod:`rsbench.report.released`) removes the second: rsbench's certificates and the authors' are compared on the
+same test images (the same indices of the same test set), so the difference is paired and far sharper than a
+z-distance between two table entries.
+
+Per row: the authors' ACR on the paired images (and on all the images they certified), ΔACR with its paired-t
+interval over the images (of the seed-averaged scores) and, with several seeds, the spread of the per-seed ΔACR;
+certified accuracy differences per radius with McNemar's exact test (paired t over images of the seed-averaged
+indicators with several seeds, as :func:`rsbench.report.paired.paired_table`); and how alike the two models are: the
+share of images with the same prediction (abstentions included) and the Pearson correlation of their radii
+(abstentions as radius 0). A row is matched to a log by method, dataset (exactly: the embedded MNIST subset's images
+are not MNIST's test images), sigma and the log's variant; a row with no log, or whose images the log lacks, is
+listed with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rsbench.report.load import Result, canonical
+from rsbench.report.paired import paired_table
+from rsbench.report.released import ReleasedLog, released_logs
+from rsbench.report.render import Section
+from rsbench.report.rows import Row
+from rsbench.report.tables import Options, p_text, radius_column, sigma_text
+
+
+def matching_log(row: Row, logs: Sequence[ReleasedLog]) -> ReleasedLog | None:
+    """The released log of ``row``'s method, dataset and sigma whose variant its hyperparameters satisfy, if any."""
+    first = row.first
+    for log in logs:
+        if (log.method, log.dataset) != (first.method, first.dataset) or not math.isclose(log.sigma, first.sigma):
+            continue
+        variant = dict(item.split("=", 1) for item in log.variant.split(";") if item)
+        if all(canonical(first.hparams.get(key, "?")) == canonical(value) for key, value in variant.items()):
+            return log
+    return None
+
+
+def restrict(result: Result, indices: Sequence[int]) -> Result:
+    """``result`` with only the records of ``indices`` (which it must hold), in that order."""
+    records = result.records.set_index("idx").loc[list(indices)].reset_index()
+    return replace(result, records=records)
+
+
+def compare_released(rows: Sequence[Row], options: Options) -> Section | None:
+    """The table of every row against its released log; None when no row has one.
+
+    Rows of sound certificates only: an unsound (data-dependent) row is not a reproduction of a released table.
+    """
+    logs = released_logs()
+    lines: list[dict[str, Any]] = []
+    for row in rows:
+        log = matching_log(row, logs) if row.first.sound else None
+        if log is not None:
+            lines.append(_compare(row, log, options))
+    if not lines:
+        return None
+    numbers = pd.DataFrame(lines)
+    shown = numbers[[c for c in numbers.columns if not c.startswith("_")]].fillna("-")
+    level = f"{100 * options.confidence:g}%"
+    sources = ", ".join(sorted({reference.split(" ")[0] for reference in numbers["_reference"]}))
+    caption = (
+        "Each rsbench row against the authors' own released run of the same method, dataset and sigma (the file in "
+        f"{sources}), image by image on the images both certified. ΔACR: rsbench minus the authors, mean per-image "
+        f"difference of correct x radius with its {level} paired t interval over the images (for several seeds, of the "
+        "seed-averaged scores; 'sd over seeds' is the spread of the per-seed ΔACR). Δ r: certified accuracy "
+        "difference in points with McNemar's exact p (paired t over images for several seeds). 'same prediction': "
+        "share of images where both models predict the same class (abstentions included); 'radius r': Pearson "
+        "correlation of the two radii (abstention = 0). 'verdict': whether the interval holds 0. The authors' ACR "
+        "on all the images they certified is the number their table printed. Intervals are over the test images "
+        "for these trained models: they do not include the spread over training seeds unless 'sd over seeds' is "
+        "given."
+    )
+    numbers_out = numbers.rename(columns=lambda c: c.lstrip("_"))
+    return Section("released", "Against the authors' released runs", shown, caption, numbers_out)
+
+
+def _compare(row: Row, log: ReleasedLog, options: Options) -> dict[str, Any]:
+    released = log.read()
+    theirs = set(released.images)
+    common = [i for i in row.images if i in theirs]
+    line: dict[str, Any] = {
+        "method": row.label,
+        "sigma": sigma_text(row.first.sigma),
+        **dict(row.stated_settings),
+        "released run": log.path,
+        "images": f"{len(common):,}" + ("" if len(common) == len(row.images) else f" of {len(row.images):,}"),
+        "_reference": log.reference,
+        "_images_paired": len(common),
+        "_images_row": len(row.images),
+        "_acr_released_all": float(np.mean(released.scores)),
+    }
+    if not common:
+        return {**line, "note": "not paired: the released log certified none of the row's images"}
+    ours = Row(tuple(restrict(r, common) for r in row.results), row.settings)
+    base = Row((restrict(released, common),), row.settings)
+    paired = paired_table([ours, base], {0: base}, options.radii, options.confidence).iloc[0]
+    per_seed = ours.seed_values() - float(np.mean(base.scores))
+    k = len(row.results)
+    line.update(
+        {
+            "rsbench ACR": f"{np.mean(ours.seed_values()):.3f}" + (f" ({k} seeds)" if k > 1 else ""),
+            "authors' ACR (same images)": f"{np.mean(base.scores):.3f}",
+            "authors' ACR (all)": f"{line['_acr_released_all']:.3f} ({len(released.images):,})",
+            "ΔACR": f"{paired.d_acr:+.3f} [{paired.d_acr_low:+.3f}, {paired.d_acr_high:+.3f}]",
+            "sd over seeds": f"{np.std(per_seed, ddof=1):.3f}" if k > 1 else "-",
+            "p": p_text(paired.p_acr),
+            "verdict": _verdict(paired.d_acr_low, paired.d_acr_high),
+            "_acr": float(np.mean(ours.seed_values())),
+            "_acr_released": float(np.mean(base.scores)),
+            "_d_acr": paired.d_acr,
+            "_d_acr_low": paired.d_acr_low,
+            "_d_acr_high": paired.d_acr_high,
+            "_d_acr_seed_sd": float(np.std(per_seed, ddof=1)) if k > 1 else math.nan,
+            "_p_acr": paired.p_acr,
+        }
+    )
+    for radius in options.radii:
+        column = radius_column(radius)
+        if f"d_{column}" in paired and not pd.isna(paired[f"d_{column}"]):
+            d, p = paired[f"d_{column}"], paired[f"p_{column}"]
+            line[f"Δ r={radius:g} (p)"] = f"{100 * d:+.1f} ({p_text(p)})"
+            line[f"_d_{column}"], line[f"_p_{column}"] = d, p
+    theirs_records = base.first.records
+    same = [
+        float(np.mean(r.records["predict"].to_numpy() == theirs_records["predict"].to_numpy())) for r in ours.results
+    ]
+    correlation = [_correlation(r.records, theirs_records) for r in ours.results]
+    line["same prediction"] = f"{100 * np.mean(same):.1f}%"
+    line["radius r"] = f"{np.mean(correlation):.2f}"
+    line["_same_prediction"], line["_radius_correlation"] = float(np.mean(same)), float(np.mean(correlation))
+    return line
+
+
+def _correlation(ours: pd.DataFrame, theirs: pd.DataFrame) -> float:
+    """Pearson correlation of two models' radii on the same images (an abstention counts as radius 0)."""
+    a = np.where(ours["predict"] >= 0, ours["radius"], 0.0)
+    b = np.where(theirs["predict"] >= 0, theirs["radius"], 0.0)
+    if np.std(a) == 0 or np.std(b) == 0:
+        return math.nan
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+def _verdict(low: float, high: float) -> str:
+    if low <= 0 <= high:
+        return "within (0 in the interval)"
+    return "rsbench above" if low > 0 else "rsbench below"

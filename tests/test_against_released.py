@@ -1,0 +1,118 @@
+"""``python -m rsbench.report --against-released``: each row paired image by image with the authors' released run.
+
+The runs here are written with rsbench's own writers from the authors' Fashion-MNIST Gaussian log itself (so the
+expected differences are known by construction): the log against itself differs by exactly nothing, and a copy
+whose correct radii all grow by 0.1 differs by 0.1 times the share of correct images.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from rsbench.certify.records import CertificationRow, write_record
+from rsbench.certify.subset import indices_digest
+from rsbench.certify.summary import summarize, write_metrics
+from rsbench.report.__main__ import main
+from rsbench.report.released import released_logs
+
+SIGMA = 0.25
+EVERY_20TH = list(range(0, 10_000, 20))
+
+
+def authors_records(indices: Sequence[int]) -> pd.DataFrame:
+    (log,) = released_logs(dataset="fashion_mnist", method="gaussian", sigma=SIGMA)
+    return log.read().records.set_index("idx").loc[list(indices)].reset_index()
+
+
+def write_run(folder: Path, records: pd.DataFrame, *, seed: int = 0, dataset: str = "fashion_mnist") -> Path:
+    """A finished run folder as rsbench writes it, certifying exactly ``records`` (n = 100,000, alpha = 0.001)."""
+    rows = [
+        CertificationRow(
+            idx=int(r.idx),
+            label=int(r.label),
+            predict=int(r.predict),
+            radius=float(r.radius),
+            correct=bool(r.correct),
+            time=0.1,
+            count=100_000,
+            n=100_000,
+            pA_lower=float(r.pA_lower) if r.predict >= 0 else 0.4,
+            sigma=SIGMA,
+        )
+        for r in records.itertuples()
+    ]
+    folder.mkdir(parents=True)
+    write_record(folder / "certify.tsv", rows)
+    indices = [row.idx for row in rows]
+    subset = {"start": 0, "skip": 20, "test_size": 10_000, "digest": indices_digest(indices), "indices": indices}
+    meta = {"method": "gaussian", "dataset": dataset, "arch": "lenet", "seed": seed, "mode": "standard"}
+    summary = summarize(rows, sigma=SIGMA, n0=100, n=100_000, alpha=0.001, extra={**meta, "subset": subset})
+    summary["hparams"] = {}
+    write_metrics(summary, folder / "metrics.json")
+    (folder / ".hydra").mkdir()
+    (folder / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(["method=gaussian", f"seed={seed}"]))
+    (folder / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"seed": seed, "trainer": {"max_epochs": 90}}))
+    return folder
+
+
+def against_released(tmp_path: Path, *runs: Path) -> pd.DataFrame:
+    main([*map(str, runs), "--against-released", "--radii", "0", "0.5", "--out", str(tmp_path / "r"), "--no-plots"])
+    return pd.read_csv(tmp_path / "r" / "released.csv")
+
+
+def test_the_authors_own_run_against_itself_differs_by_nothing(tmp_path: Path) -> None:
+    line = against_released(tmp_path, write_run(tmp_path / "run", authors_records(EVERY_20TH))).iloc[0]
+    assert str(line["images"]) == "500"
+    assert line["reference"] == "alinlab/smoothing-catrs@d4bc576 data/fmnist/noise_0.25/cohen/noise_0.25.tsv"
+    assert (line["d_acr"], line["d_acr_low"], line["d_acr_high"]) == (0.0, 0.0, 0.0)  # identical scores: exact
+    assert line["same_prediction"] == 1.0
+    assert line["radius_correlation"] == pytest.approx(1.0, abs=1e-12)  # floating-point rounding of corrcoef
+    assert line["verdict"].startswith("within")
+    assert line["acr_released_all"] == pytest.approx(0.670, abs=5e-4)  # the table's number, all 10,000 images
+
+
+def test_a_shift_of_every_correct_radius_is_found_with_its_size_and_direction(tmp_path: Path) -> None:
+    records = authors_records(EVERY_20TH)
+    shifted = records.assign(radius=np.where(records["correct"], records["radius"] + 0.1, records["radius"]))
+    line = against_released(tmp_path, write_run(tmp_path / "run", shifted)).iloc[0]
+    share = float(records["correct"].mean())
+    assert line["d_acr"] == pytest.approx(0.1 * share, rel=1e-9)  # float sums of 500 values
+    assert line["d_acr_low"] > 0  # a constant-on-correct-images shift is far outside any interval around 0
+    assert line["verdict"] == "rsbench above"
+    assert line["d_acc@0"] == 0.0  # the same images are correct: certified accuracy at 0 is unchanged
+
+
+def test_seeds_give_the_spread_of_their_differences_beside_the_interval_over_images(tmp_path: Path) -> None:
+    records = authors_records(EVERY_20TH)
+    runs = [
+        write_run(
+            tmp_path / f"seed{s}", records.assign(radius=np.where(records["correct"], records["radius"] + d, 0)), seed=s
+        )
+        for s, d in ((0, 0.0), (1, 0.2))
+    ]
+    line = against_released(tmp_path, *runs).iloc[0]
+    share = float(records["correct"].mean())
+    # per-seed ΔACR: 0 and 0.2 * share (radius of wrong images is 0 either way): sd = 0.2 * share / sqrt(2)
+    assert line["d_acr_seed_sd"] == pytest.approx(0.2 * share / np.sqrt(2), rel=1e-9)
+    assert line["d_acr"] == pytest.approx(0.1 * share, rel=1e-9)
+
+
+def test_images_the_log_lacks_are_said_and_left_out(tmp_path: Path) -> None:
+    records = authors_records(EVERY_20TH[:10])
+    extra = records.iloc[:2].assign(idx=[10_000, 10_001])  # indices past the authors' 10,000 test images
+    line = against_released(tmp_path, write_run(tmp_path / "run", pd.concat([records, extra]))).iloc[0]
+    assert line["images"] == "10 of 12"
+
+
+def test_a_row_of_other_images_has_no_released_run(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The embedded MNIST subset's test images are not MNIST's: nothing is paired, and the report says so."""
+    run = write_run(tmp_path / "run", authors_records(EVERY_20TH[:10]), dataset="mnist_embedded")
+    main([str(run), "--against-released", "--out", str(tmp_path / "r"), "--no-plots"])
+    assert not (tmp_path / "r" / "released.csv").exists()
+    assert "no row has a released log" in (tmp_path / "r" / "report.md").read_text()
