@@ -29,6 +29,7 @@ from rsbench.report.load import ReportError, find_results, read_cohen_tsv
 from rsbench.report.plots import curve_legend
 from rsbench.report.published import load_published, published_radii
 from rsbench.report.rows import group_rows
+from rsbench.report.tables import Options
 
 N, ALPHA = 10_000, 0.001
 ROOT = Path(__file__).resolve().parents[1]
@@ -346,6 +347,74 @@ def test_cohen_format_tsvs_from_released_logs_are_read(tmp_path: Path) -> None:
     assert sorted(zip(frame["sigma"], frame["label"], strict=True)) == [(0.25, "catrs"), (0.5, tmp_path.name)]
     assert frame.set_index("label").at["catrs", "acc@0.5"] == 0.5  # 0.953 and the 0.5 written at 3 digits
     assert "3 significant digits" in (tmp_path / "report" / "report.md").read_text()
+
+
+def cohen_log(root: Path, trained: str, certified: str) -> Path:
+    """A TSV where Cohen et al.'s repository keeps it: ``<arch>/noise_<trained>/test/sigma_<certified>``."""
+    log = root / "data" / "certify" / "cifar10" / "resnet110" / f"noise_{trained}" / "test" / f"sigma_{certified}"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    rows = "".join(f"{20 * i}\t3\t3\t{0.1 + i / 100:.3f}\t1\t0:00:15.100000\n" for i in range(10))
+    log.write_text("idx\tlabel\tpredict\tradius\tcorrect\ttime\n" + rows)
+    return log
+
+
+def test_cohen_et_al_s_log_layout_reads_as_gaussian_and_meets_its_published_line(tmp_path: Path) -> None:
+    """``noise_0.25/test/sigma_0.25`` is Gaussian augmentation on ResNet-110, not a method called ``test``."""
+    log = cohen_log(tmp_path, "0.25", "0.25")
+    result = read_cohen_tsv(log, n=100_000, alpha=0.001)
+    assert (result.method, result.variant, result.arch, result.dataset) == (
+        "gaussian",
+        "",
+        "cifar_resnet110",
+        "cifar10",
+    )
+    assert read_cohen_tsv(log, label="cohen").method == "gaussian"  # the authors' own name for it
+    main([str(log), "--n", "100000", "--alpha", "0.001", "--out", str(tmp_path / "r"), "--no-plots"])
+    published = pd.read_csv(tmp_path / "r" / "published.csv")
+    assert "cohen2019_logs" in set(published["source"])
+
+
+def test_a_cohen_log_certified_at_another_sigma_is_no_published_row(tmp_path: Path) -> None:
+    result = read_cohen_tsv(cohen_log(tmp_path, "0.25", "0.50"))
+    assert (result.method, result.sigma, result.variant) == ("gaussian", 0.5, "trained at sigma 0.25")
+    main([str(result.source), "--out", str(tmp_path / "r"), "--no-plots"])
+    assert not (tmp_path / "r" / "published.csv").exists()
+
+
+def test_without_out_the_report_goes_beside_the_one_folder_it_reports(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    run = make_run(tmp_path / "sweep" / "run", radii_of(np.random.default_rng(7)))
+    main([str(tmp_path / "sweep"), "--no-plots"])
+    assert (tmp_path / "sweep" / "report" / "results.csv").exists()
+    assert not (tmp_path / "report").exists()
+    main([str(run / "certify.tsv"), "--sigma", "0.5", "--no-plots"])  # a file: the current folder
+    assert (tmp_path / "report" / "results.csv").exists()
+
+
+def test_the_acr_interval_never_reaches_below_zero(tmp_path: Path) -> None:
+    """Three images, one certified: the t interval's lower end is negative; ACR cannot be."""
+    make_run(tmp_path / "run", [0.0, 0.0, 1.5])
+    frame = run_report(tmp_path, str(tmp_path / "run"))
+    assert frame.at[0, "acr_low"] == 0.0
+    assert frame.at[0, "acr_high"] > frame.at[0, "acr"] > 0
+
+
+def test_legends_sit_below_their_panel_and_name_the_envelope_s_sigma_curves(tmp_path: Path, monkeypatch) -> None:
+    import rsbench.report.plots as plots
+
+    figures = []
+    monkeypatch.setattr(plots, "_save", lambda figure, path: figures.append(figure) or path)
+    rng = np.random.default_rng(8)
+    for sigma in (0.25, 0.5):
+        make_run(tmp_path / f"run{sigma}", radii_of(rng, sigma=sigma), sigma=sigma, overrides=[f"sigma={sigma}"])
+    plots.write_figures(group_rows(find_results([tmp_path]))[0], Options(), tmp_path / "figures")
+    for figure in figures:
+        figure.canvas.draw()
+        for ax in figure.axes:
+            legend = ax.get_legend().get_window_extent()
+            assert legend.y1 <= ax.get_window_extent().y0  # entirely below the panel
+    envelope = figures[-1].axes[0].get_legend()
+    assert [text.get_text() for text in envelope.get_texts()] == ["gaussian: envelope", "  sigma=0.25", "  sigma=0.5"]
 
 
 def test_a_tsv_without_sigma_or_with_other_columns_is_refused(tmp_path: Path) -> None:

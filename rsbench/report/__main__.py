@@ -8,7 +8,7 @@ Examples::
     python -m rsbench.report logs/noise_0.25.tsv --label "CAT-RS (released)" --dataset cifar10 --n 100000
 
 Prints the Markdown report and writes report.md, report.tex (booktabs), one CSV per table and the figures
-(curves.png, envelope.png, pa_lower.png) into --out.
+(curves.png, envelope.png, pa_lower.png) into --out (default: <folder>/report for one run or sweep folder).
 """
 
 from __future__ import annotations
@@ -36,7 +36,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", type=Path, help="run or sweep folders, metrics.json files, or certify TSVs")
     p.add_argument("--radii", nargs="+", type=float, default=[0.0, 0.25, 0.5, 0.75, 1.0], help="certified accuracy at")
     p.add_argument("--baseline", help="pair every row with this method's row (e.g. gaussian), or with this run")
-    p.add_argument("--out", type=Path, default=Path("report"), help="folder for the files (default: ./report)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="folder for the files (default: <folder>/report when one run or sweep folder is given, else ./report)",
+    )
     p.add_argument("--confidence", type=float, default=0.95, help="interval coverage (default 0.95)")
     p.add_argument(
         "--ci-method",
@@ -62,6 +66,14 @@ def parser() -> argparse.ArgumentParser:
     tsv.add_argument("--n", type=int, help="estimation samples per image, if known")
     tsv.add_argument("--alpha", type=float, help="failure probability, if known")
     return p
+
+
+def default_out(paths: list[Path]) -> Path:
+    """Where the report goes without ``--out``: beside the results it reports on, not wherever the shell is.
+
+    ``<folder>/report`` for a single run or sweep folder; ``./report`` for several inputs or for files.
+    """
+    return paths[0] / "report" if len(paths) == 1 and paths[0].is_dir() else Path("report")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -90,9 +102,10 @@ def main(argv: list[str] | None = None) -> None:
         log.error("rsbench.report: %s", error)
         sys.exit(2)
     print(markdown(sections, notes))
-    written = write_report(args.out, sections, notes)
+    out = args.out or default_out(args.paths)
+    written = write_report(out, sections, notes)
     if not args.no_plots:
-        written += write_figures(rows, options, args.out)
+        written += write_figures(rows, options, out)
     if args.wandb:
         from rsbench.report.wandb_table import log_report
 

@@ -40,6 +40,7 @@ DATASETS = ("cifar100", "cifar10", "fashion_mnist", "fmnist", "mnist", "svhn", "
 FAMILIES = {"mnist_embedded": "mnist", "fmnist": "fashion_mnist"}
 # The folder names of the authors' released logs (alinlab/smoothing-catrs data/, the Jeong lineage) -> rsbench methods.
 LOG_FOLDERS = {"cohen": "gaussian", "stab": "stability", "salman": "smoothadv", "cat-rs": "catrs"}
+COHEN_ARCHS = {"resnet110": "cifar_resnet110", "resnet50": "resnet50"}  # Cohen et al.'s folder names
 
 
 class ReportError(RsbenchError):
@@ -290,8 +291,10 @@ def read_cohen_tsv(
 
     Args:
         path: the TSV file.
-        label: the row's method name (default: the folder holding the file, with the authors' folder names
-            ``cohen``, ``stab``, ``salman``, ``cat-rs`` read as gaussian, stability, smoothadv, catrs).
+        label: the row's method name (default: the folder holding the file, or ``gaussian`` in Cohen et al.'s layout,
+            see :func:`cohen_layout`); the authors' names ``cohen``, ``stab``, ``salman``, ``cat-rs`` (as folders or
+            labels) read as gaussian, stability, smoothadv, catrs. A Cohen log certified at another sigma than it was
+            trained at is the variant "trained at sigma <s>", which no published line matches.
         sigma: the noise level (default: from the path, e.g. ``noise_0.25``).
         dataset: the dataset (default: a dataset name found in the path, else ``?``).
         n: estimation samples per image, if known (for the radius cap and protocol checks).
@@ -310,6 +313,7 @@ def read_cohen_tsv(
     sigma = sigma if sigma is not None else _sigma_from_path(path)
     if sigma is None:
         raise ReportError(f"{path}: cannot tell sigma from the path; pass --sigma")
+    layout = cohen_layout(path)
     frame = frame.sort_values("idx").reset_index(drop=True)
     radius = frame["radius"].astype(float)
     if "pA_lower" not in frame.columns:
@@ -322,18 +326,53 @@ def read_cohen_tsv(
     )
     dataset = dataset or next((d for d in DATASETS if d in [p.lower() for p in path.parts]), "?")
     rounded = bool(np.all([float(f"{r:.3g}") == r for r in radius]))
+    method = label or (layout.method if layout else path.parent.name)
+    variant = ""
+    if layout and layout.trained_sigma is not None and not math.isclose(layout.trained_sigma, sigma):
+        variant = f"trained at sigma {layout.trained_sigma:g}"
     return Result(
         source=path,
-        method=label or LOG_FOLDERS.get(path.parent.name, path.parent.name),
+        method=LOG_FOLDERS.get(method, method),
+        variant=variant,
         dataset=dataset,
         family=FAMILIES.get(dataset, dataset),
-        arch="?",
+        arch=layout.arch if layout else "?",
         sigma=float(sigma),
         protocol={"n0": None, "n": n, "alpha": alpha, "mode": "standard", "subset": indices_digest(list(frame.idx))},
         records=records,
         hparams_recorded=False,
         rounded_radii=rounded,
     )
+
+
+@dataclass(frozen=True)
+class CohenLayout:
+    """What the folders of Cohen et al.'s released logs say: ``<arch>/noise_<trained>/<split>/sigma_<certified>``."""
+
+    method: str
+    arch: str
+    trained_sigma: float | None
+
+
+def cohen_layout(path: Path) -> CohenLayout | None:
+    """Cohen et al.'s log layout (locuslab/smoothing ``data/certify/cifar10/resnet110/noise_0.25/test/sigma_0.50``).
+
+    The file is named ``sigma_<s>`` (the certification sigma) in a ``test`` or ``train`` folder under
+    ``noise_<s>`` (the training sigma) under the architecture; the method is Gaussian augmentation. None for any
+    other layout.
+
+    >>> cohen_layout(Path("cifar10/resnet110/noise_0.25/test/sigma_0.50"))
+    CohenLayout(method='gaussian', arch='cifar_resnet110', trained_sigma=0.25)
+    >>> cohen_layout(Path("data/fmnist/noise_0.25/cohen/noise_0.25.tsv")) is None
+    True
+    """
+    parts = path.parts
+    if len(parts) < 4 or not parts[-1].startswith("sigma_") or parts[-2] not in ("test", "train"):
+        return None
+    trained = re.fullmatch(r"noise_(\d+(?:\.\d+)?)", parts[-3])
+    if trained is None:
+        return None
+    return CohenLayout("gaussian", COHEN_ARCHS.get(parts[-4], parts[-4]), float(trained.group(1)))
 
 
 def _sigma_from_path(path: Path) -> float | None:

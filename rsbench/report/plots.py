@@ -3,7 +3,9 @@
 - ``curves.png``: certified accuracy against the radius, one panel per dataset and sigma, one line per row (the mean
   over seeds) with its pointwise binomial interval over the images as a band.
 - ``envelope.png``: per setting, the best certified accuracy over its sigmas at each radius (Cohen et al. 2019,
-  Fig. 7; Salman et al. 2019), with the sigma curves it is made of drawn thin.
+  Fig. 7; Salman et al. 2019), with the sigma curves it is made of drawn thin (each named in the legend).
+
+Legends sit below their panel, so they never cover a curve.
 - ``pa_lower.png``: per row, the distribution of the lower confidence bounds pA_lower of the correctly classified
   images (misclassified and abstained images listed in the legend): Sun et al. (2025) ask papers to show it beside
   ACR, because ACR is dominated by easy images (pA near 1).
@@ -75,9 +77,9 @@ def plot_envelope(rows: Sequence[Row], path: Path) -> Path | None:
                 continue
             grid = np.linspace(0.0, _grid_end(members), GRID_POINTS)
             curves = np.array([curve(row, grid) for row in members])
-            (line,) = ax.plot(grid, curves.max(axis=0), lw=2, label=curve_legend(members[0], with_sigma=False))
-            for values in curves:
-                ax.plot(grid, values, lw=0.6, alpha=0.4, color=line.get_color())
+            (line,) = ax.plot(grid, curves.max(axis=0), lw=2, label=f"{curve_legend(members[0])}: envelope")
+            for row, values in zip(members, curves, strict=True):
+                ax.plot(grid, values, lw=0.6, alpha=0.4, color=line.get_color(), label=f"  sigma={row.first.sigma:g}")
         ax.set(title=f"{dataset}: envelope over sigma", xlabel="l2 radius", ylabel="certified accuracy", ylim=(0, 1))
         _finish(ax)
     return _save(figure, path)
@@ -118,11 +120,9 @@ def _grid_end(members: Sequence[Row]) -> float:
     return 1.05 * (max(caps) if caps else max(largest, 1e-3))
 
 
-def curve_legend(row: Row, with_sigma: bool = False) -> str:
+def curve_legend(row: Row) -> str:
     """A row's name in a figure: its label, the settings it sets (not those only other rows set), its seed count."""
     parts = [row.label] + [f"{k}={v}" for k, v in row.stated_settings]
-    if with_sigma:
-        parts.append(f"sigma={row.first.sigma:g}")
     if len(row.results) > 1:
         parts.append(f"{len(row.results)} seeds")
     return " ".join(parts)
@@ -139,12 +139,13 @@ def _figure(panels: int) -> tuple[plt.Figure, list[plt.Axes]]:
 
 
 def _finish(ax: plt.Axes) -> None:
+    """Grid lines, and the legend below the panel, where it covers no curve."""
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.16), ncol=2, frameon=False)
 
 
 def _save(figure: plt.Figure, path: Path) -> Path:
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=120, bbox_inches="tight")  # the legends below the panels are kept
     plt.close(figure)
     return path

@@ -56,6 +56,8 @@ def matches(row: Row, line: pd.Series) -> bool:
     first = row.first
     if line["method"] != first.method or not math.isclose(float(line["sigma"]), first.sigma):
         return False
+    if first.variant.startswith("trained at"):
+        return False  # certified at another sigma than trained: no table reports that model at this sigma
     if line["dataset"] != first.family:
         return False
     variant = _pairs(line.get("variant"))

@@ -73,8 +73,12 @@ class Row:
         return np.mean([r.certified(radius) for r in self.results], axis=0)
 
     def acr(self, confidence: float, method: MeanInterval) -> Estimate:
-        """ACR (mean over seeds) with its SE and interval over the images (of the seed-averaged scores)."""
-        return mean_interval(self.scores, confidence, method)
+        """ACR (mean over seeds) with its SE and interval over the images (of the seed-averaged scores).
+
+        The interval is cut at 0, the least any ACR can be (a t interval over a few images can reach below it).
+        """
+        estimate = mean_interval(self.scores, confidence, method)
+        return replace(estimate, low=max(estimate.low, 0.0))
 
     def accuracy(self, radius: float, confidence: float, ci_method: str) -> Estimate:
         """Certified accuracy at ``radius`` (mean over seeds) with its binomial interval over the images."""
