@@ -279,3 +279,10 @@ def test_authors_protocol_trains_on_every_image_and_certifies_the_last_epoch(mak
     assert (authors.dataset.val_size, authors.test_ckpt, authors.callbacks.model_checkpoint) == (0, "last", None)
     assert authors.callbacks.last_checkpoint.filename == "last"
     assert (rsbench.certify.run_protocol, authors.certify.run_protocol) == ("rsbench", "authors")  # -> metrics.json
+
+
+@pytest.mark.parametrize("experiment", ["cohen2019_cifar10", "cohen2019_imagenet"])
+def test_cohen_et_al_s_protocol_by_name_is_their_protocol(make_cfg, experiment: str) -> None:
+    """Cohen et al.'s train.py trained on every training image and certified the last epoch: the preset says so."""
+    cfg = make_cfg(f"experiment={experiment}")
+    assert (cfg.protocol_name, cfg.dataset.val_size, cfg.test_ckpt) == ("authors", 0, "last")

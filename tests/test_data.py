@@ -914,3 +914,13 @@ def test_a_damaged_idx_file_is_named(fashion_mnist_files, tmp_path):
     (folder / "t10k-images-idx3-ubyte.gz").write_bytes(gzip.compress(b"\x00\x00\x08\x03" + bytes(20)))
     with pytest.raises(ValueError, match=r"t10k-images-idx3-ubyte\.gz holds 8 data bytes"):
         sources.fashion_mnist(tmp_path, False, None, download=False)
+
+
+def test_cifar_files_that_fail_their_checksum_are_called_damaged_not_missing(cifar10_files, offline):
+    """The generated batches are real CIFAR pickles whose MD5s are not the published ones (no _accept_cifar here)."""
+    with pytest.raises(DatasetUnavailableError) as raised:
+        sources.cifar10(cifar10_files.root, True, None, download=False)
+    message = str(raised.value)
+    assert "fail their MD5 checksum" in message
+    assert str(cifar10_files.root / "cifar-10-batches-py" / "data_batch_1") in message
+    assert "not found" not in message.lower()

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, TensorDataset
 from torchvision import datasets
+from torchvision.datasets.utils import check_integrity
 
 from rsbench.data.download import download_url, socket_timeout, unreachable
 from rsbench.data.idx import IdxImages, find_idx_folder
@@ -43,7 +44,13 @@ def _torchvision(
     try:
         return cls(str(root), transform=transform, download=False, **split)
     except RuntimeError as missing:
-        reason = str(missing)
+        damaged = damaged_files(cls, root)
+        reason = (
+            f"{', '.join(damaged)} {'is' if len(damaged) == 1 else 'are'} there but fail their MD5 checksum "
+            "(damaged, cut short or another version: delete and fetch them again)"
+            if damaged
+            else str(missing)
+        )
     if download:
         url = download_url(cls)
         offline = unreachable(url) if url else None
@@ -62,6 +69,24 @@ def _torchvision(
         f"Put {layout} there (or point data_dir=... at the folder that holds it), "
         f"or run once with network access and dataset.download=true{hint}."
     )
+
+
+def damaged_files(cls: type[datasets.VisionDataset], root: Path) -> list[str]:
+    """The files of a torchvision dataset that are under ``root`` but fail the MD5 checksum torchvision checks."""
+    entries: list[tuple[str, str]] = []
+    folder = root / getattr(cls, "base_folder", "")
+    for name, md5 in [*getattr(cls, "train_list", []), *getattr(cls, "test_list", [])]:
+        entries.append((name, md5))
+    meta = getattr(cls, "meta", None)
+    if isinstance(meta, dict):
+        entries.append((meta["filename"], meta["md5"]))
+    for _url, name, md5 in getattr(cls, "split_list", {}).values():
+        entries.append((name, md5))
+    return [
+        str(folder / name)
+        for name, md5 in entries
+        if (folder / name).is_file() and not check_integrity(str(folder / name), md5)
+    ]
 
 
 # Debian's package dataset-fashion-mnist (`apt-get install dataset-fashion-mnist`) installs the four gzipped files here.
