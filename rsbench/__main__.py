@@ -12,9 +12,9 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from rsbench.allocator import reexec_with_fast_allocator
-from rsbench.cli import HELP_FLAGS, config_dir, expand_resume, is_query, share_config_store
 from rsbench.errors import ConfigError
+from rsbench.runs.allocator import reexec_with_fast_allocator
+from rsbench.runs.cli import HELP_FLAGS, config_dir, expand_resume, is_query, share_config_store
 
 
 def main() -> None:
@@ -34,8 +34,8 @@ def main() -> None:
 
 @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="config")
 def hydra_main(cfg: DictConfig) -> float | None:
-    """One job of Hydra (a run, or one point of a sweep): see :func:`rsbench.job.job`."""
-    from rsbench.job import job
+    """One job of Hydra (a run, or one point of a sweep): see :func:`rsbench.runs.job.job`."""
+    from rsbench.runs.job import job
 
     return job(cfg)
 

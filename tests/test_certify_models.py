@@ -17,14 +17,14 @@ from torch import nn
 from torchvision.models import resnet18
 
 from rsbench.archs import LeNet
-from rsbench.certify.command import certify_model
-from rsbench.certify.ensemble import Ensemble
-from rsbench.certify.models import checkpoint, torchvision_model
 from rsbench.certify.records import read_rows
 from rsbench.errors import CheckpointMismatchError, ConfigError
 from rsbench.importer import DatasetFacts, import_checkpoint, save_imported
 from rsbench.loading import file_digest
-from rsbench.run import run
+from rsbench.models.builders import checkpoint, torchvision_model
+from rsbench.models.ensemble import Ensemble
+from rsbench.runs.certify_model import certify_model
+from rsbench.runs.run import run
 from tests.conftest import QUIET, ROOT, compose_config
 
 SMOKE = ("certify=smoke",)
@@ -228,7 +228,7 @@ def test_ensemble_members_must_agree(trained: Path, tmp_path: Path) -> None:
 
 
 def checkpoint_ensemble(members: list[str], **options: object):
-    from rsbench.certify.models import ensemble
+    from rsbench.models.builders import ensemble
 
     return ensemble(members, num_classes=10, in_channels=1, **options)  # type: ignore[arg-type]
 

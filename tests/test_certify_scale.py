@@ -19,7 +19,7 @@ from rsbench.certify.records import read_rows
 from rsbench.certify.seeding import derive_seed
 from rsbench.certify.sequential import LookSchedule, certify_sequential
 from rsbench.errors import ProtocolMismatchError
-from rsbench.run import run
+from rsbench.runs.run import run
 from tests.conftest import QUIET, ROOT, compose_config
 
 

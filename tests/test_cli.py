@@ -18,8 +18,8 @@ import pytest
 import torch
 
 from rsbench.certify.records import read_rows
-from rsbench.pretrain import plan_teacher
-from rsbench.run import run
+from rsbench.runs.prerequisites import plan_teacher
+from rsbench.runs.run import run
 from tests.conftest import QUIET, ROOT, compose_config
 
 HEAVY = ("torch", "scipy", "pandas", "statsmodels", "pytorch_lightning", "optuna", "submitit")

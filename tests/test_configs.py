@@ -17,7 +17,7 @@ from rsbench.archs import Classifier
 from rsbench.data import ImageDataModule
 from rsbench.errors import ConfigError
 from rsbench.methods import SmoothingModule
-from rsbench.run import build_callbacks, build_loggers, check_config, run
+from rsbench.runs.run import build_callbacks, build_loggers, check_config, run
 from tests.conftest import CONF_DIR, ROOT
 
 

@@ -17,7 +17,7 @@ from rsbench.certify import sigma_search
 from rsbench.certify.data_dependent import SigmaSearch, memory_replay
 from rsbench.certify.records import CertificationRow, read_rows
 from rsbench.certify.sigma_search import optimize_sigma, paper_search, radius_proxy
-from rsbench.run import run
+from rsbench.runs.run import run
 from tests.conftest import QUIET, compose_config
 
 HALF_WIDTH, SCALE = 0.5, 8.0

@@ -18,14 +18,14 @@ from torch import Tensor, nn
 
 from rsbench.archs import Classifier
 from rsbench.archs.denoiser import DenoisedClassifier, DnCNN
-from rsbench.certify.models import denoised
 from rsbench.certify.pipeline import Subject
 from rsbench.certify.records import read_rows
 from rsbench.errors import CheckpointMismatchError
 from rsbench.methods.base import SIGNATURE_KEY, Batch
 from rsbench.methods.denoiser import DenoiserTraining
 from rsbench.methods.standard import StandardTraining
-from rsbench.run import run
+from rsbench.models.builders import denoised
+from rsbench.runs.run import run
 from tests.conftest import QUIET, compose_config
 from tests.test_certify_models import certify, rows
 

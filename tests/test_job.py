@@ -18,7 +18,6 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from rsbench.certify.records import COLUMNS, RecordWriter, read_records, read_rows
-from rsbench.cli import expand_resume, is_query, override_key
 from rsbench.data.download import socket_timeout, unreachable
 from rsbench.errors import (
     ConfigError,
@@ -28,10 +27,11 @@ from rsbench.errors import (
     RunDirectoryBusyError,
     user_message,
 )
-from rsbench.lock import RunLock
-from rsbench.loggers import CSVLogger
-from rsbench.resume import check_resumable
-from rsbench.run import build_callbacks, build_loggers, check_config, run
+from rsbench.runs.cli import expand_resume, is_query, override_key
+from rsbench.runs.lock import RunLock
+from rsbench.runs.loggers import CSVLogger
+from rsbench.runs.resume import check_resumable
+from rsbench.runs.run import build_callbacks, build_loggers, check_config, run
 from rsbench.stop import StopGuard, StopRequested, raise_if_stop_requested, stop_requested
 from tests.conftest import CONF_DIR
 from tests.test_records import row

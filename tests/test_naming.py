@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 from hydra.core.global_hydra import GlobalHydra
 
-from rsbench.naming import MAX_DIRNAME, job_dirname
+from rsbench.runs.naming import MAX_DIRNAME, job_dirname
 from tests.conftest import ROOT, compose_config
 
 

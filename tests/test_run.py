@@ -21,7 +21,7 @@ from omegaconf import DictConfig
 from rsbench.certify.bounds import radius_cap
 from rsbench.certify.records import COLUMNS, read_rows
 from rsbench.errors import CheckpointMismatchError, ProtocolMismatchError
-from rsbench.run import run
+from rsbench.runs.run import run
 from tests.conftest import QUIET, ROOT, compose_config
 
 SMOKE = ("experiment=smoke", *QUIET)
@@ -148,7 +148,7 @@ def test_training_resumes_from_a_checkpoint(trained: Path, tmp_path: Path) -> No
 def test_last_checkpoint_is_the_latest_epoch(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     # lr = 0: the validation accuracy never improves after the first epoch, so the best epoch (0) is not the last (2)
     overrides = ("trainer.max_epochs=3", "optimizer.lr=0.0", "certify=off", "test_ckpt=last")
-    with caplog.at_level(logging.INFO, logger="rsbench.run"):
+    with caplog.at_level(logging.INFO, logger="rsbench.runs.run"):
         run(compose_config(*SMOKE, *overrides, output_dir=tmp_path))
     best = torch.load(tmp_path / "checkpoints" / "best.ckpt", map_location="cpu", weights_only=False)
     last = torch.load(tmp_path / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)

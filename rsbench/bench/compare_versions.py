@@ -29,8 +29,8 @@ from typing import Any
 
 import torch
 
-from rsbench.allocator import reexec_with_fast_allocator
-from rsbench.resolvers import register_resolvers
+from rsbench.runs.allocator import reexec_with_fast_allocator
+from rsbench.runs.resolvers import register_resolvers
 
 SHAPES = {"lenet": (1, 28, 28), "cifar_resnet20": (3, 32, 32), "cifar_resnet110": (3, 32, 32)}
 NORMALIZE = {"kind": "normalize", "mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25]}
@@ -58,20 +58,27 @@ def imported_copy(checkout: Path, name: str, workdir: Path) -> Iterator[ModuleTy
         register_resolvers()
 
 
+def certify_callback(package: str) -> Any:
+    """The version's ``CertifyCallback`` (in ``runs.certify_callback``; in ``callbacks`` before the run layer moved)."""
+    try:
+        return importlib.import_module(f"{package}.runs.certify_callback").CertifyCallback
+    except ModuleNotFoundError:
+        return importlib.import_module(f"{package}.callbacks").CertifyCallback
+
+
 class Version:
     """One checkout's pipeline, driven as a test epoch of a trained LeNet or CIFAR ResNet would drive it."""
 
     def __init__(self, package: str, arch: str, state: dict[str, torch.Tensor], args: argparse.Namespace) -> None:
         archs = importlib.import_module(f"{package}.archs")
         methods = importlib.import_module(f"{package}.methods")
-        callbacks = importlib.import_module(f"{package}.callbacks")
         shape = SHAPES[arch]
         layer = {"kind": "identity"} if shape[0] == 1 else NORMALIZE
         net = archs.build_classifier(arch, 10, layer, shape[0])
         net.load_state_dict(state)
         self.module = methods.GaussianAugmentation(net, sigma=args.sigma, optimizer=torch.optim.SGD)
         self.module.log = lambda *a, **k: None  # the pipeline's logging to Lightning is not what is timed
-        self.callback_class = callbacks.CertifyCallback
+        self.callback_class = certify_callback(package)
         self.settings = {"n0": args.n0, "n": args.n, "batch_size": args.batch_size, "alpha": 0.001}
 
     def certify(self, images: list[tuple[torch.Tensor, int]], output_dir: Path) -> None:

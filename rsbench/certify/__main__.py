@@ -13,8 +13,8 @@ from hydra.errors import InstantiationException
 from omegaconf import DictConfig
 from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
 
-from rsbench.allocator import reexec_with_fast_allocator
 from rsbench.errors import RsbenchError
+from rsbench.runs.allocator import reexec_with_fast_allocator
 
 log = logging.getLogger("rsbench")
 
@@ -26,7 +26,7 @@ def main(cfg: DictConfig) -> float | None:
     Errors in the request (a bad value, a missing file, weights that do not fit) end the run with their message
     and exit status 2, without a traceback; rows already written are kept.
     """
-    from rsbench.certify.command import certify_model
+    from rsbench.runs.certify_model import certify_model
 
     try:
         return certify_model(cfg)

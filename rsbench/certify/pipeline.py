@@ -4,8 +4,9 @@
 settings' protocol and writes the output contract into its directory: ``certify.tsv`` (one row per image, appended
 and flushed as it is computed, resumed after an interruption; ``certify_protocol.json`` refuses to continue rows of
 another protocol or model), ``metrics.json`` (ACR, certified accuracy on the radius grid, the exact protocol and
-subset) and ``certified_accuracy.png``. Training runs reach it through :class:`rsbench.callbacks.CertifyCallback`;
-``python -m rsbench.certify`` (models rsbench did not train, ensembles) calls it directly.
+subset) and ``certified_accuracy.png``. Training runs reach it through
+:class:`rsbench.runs.certify_callback.CertifyCallback`; ``python -m rsbench.certify`` (models rsbench did not train,
+ensembles) calls it directly.
 
 Under several processes, process r certifies every world_size-th image of the subset (a static share, so a resumed
 run never computes an image twice) into its own shard file, and process 0 merges the shards and writes the summary:
@@ -33,6 +34,7 @@ from tqdm.auto import tqdm
 
 from rsbench.archs.classifier import weights_fingerprint
 from rsbench.certify.data_dependent import MEMORY_NOTE, UNSOUND_NOTE, certify_data_dependent, memory_replay
+from rsbench.certify.environment import environment
 from rsbench.certify.plot import Curve, plot_certified_accuracy
 from rsbench.certify.records import (
     STEM,
@@ -51,7 +53,6 @@ from rsbench.certify.settings import CertifySettings
 from rsbench.certify.smooth import Certificate, Smooth, module_device
 from rsbench.certify.subset import indices_digest
 from rsbench.certify.summary import format_summary, summarize, write_metrics
-from rsbench.environment import environment
 
 log = logging.getLogger(__name__)
 

@@ -23,11 +23,11 @@ import torch
 
 from rsbench.archs.input_layer import INPUT_LAYER_KINDS, InputLayerKind
 from rsbench.archs.registry import NETWORKS, build_classifier
-from rsbench.certify.models import NET_PREFIX
 from rsbench.errors import CheckpointMismatchError, ConfigError
 from rsbench.importer.layouts import AUTHOR_ARCHS, LAYOUTS, ORIGINS, UNSUPPORTED_ARCHS, Layout, guess_origins
 from rsbench.loading import file_digest, load_strict, load_weights_only
 from rsbench.methods.base import SIGNATURE_KEY
+from rsbench.models.builders import NET_PREFIX
 from rsbench.noise import check_sigma
 
 log = logging.getLogger(__name__)

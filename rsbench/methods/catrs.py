@@ -127,7 +127,7 @@ class CATRS(SmoothingModule):
             None if double_epsilon_epoch is None else check_int("method.double_epsilon_epoch", double_epsilon_epoch, 0)
         )
         # Read when fit starts (load_teacher names a missing file); `python -m rsbench` checks it before any work, or
-        # trains the teacher into this path first (rsbench/pretrain.py).
+        # trains the teacher into this path first (rsbench/runs/prerequisites.py).
         self.teacher_ckpt = None if teacher_ckpt is None else Path(teacher_ckpt).expanduser()
         if self.soft_label == "self" and self.confidence_mask:
             raise ValueError(

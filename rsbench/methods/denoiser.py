@@ -30,7 +30,7 @@ from torch import nn
 
 from rsbench.archs.classifier import Classifier, check_signature
 from rsbench.archs.denoiser import DenoisedClassifier, DnCNN, build_denoiser
-from rsbench.checkpoints import load_checkpoint
+from rsbench.checkpoint import load_checkpoint
 from rsbench.errors import CheckpointMismatchError
 from rsbench.loading import load_strict
 from rsbench.methods.base import SIGNATURE_KEY, Batch, OptimizerFactory, SmoothingModule, StepOutput

@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 from rsbench.archs.classifier import Classifier, check_signature, weights_fingerprint
 from rsbench.certify.seeding import make_generator
 from rsbench.certify.smooth import Smooth
-from rsbench.checkpoints import load_checkpoint
+from rsbench.checkpoint import load_checkpoint
 from rsbench.errors import CheckpointMismatchError, ConfigError
 from rsbench.methods.base import SIGNATURE_KEY
 from rsbench.stop import raise_if_stop_requested, stop_requested

@@ -21,12 +21,12 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.loggers import Logger, WandbLogger
 from pytorch_lightning.utilities.seed import isolate_rng
 
-from rsbench.callbacks.stop import StopOnRequest
-from rsbench.checkpoints import checkpoint_file, finished_training, load_checkpoint
+from rsbench.checkpoint import checkpoint_file, finished_training, load_checkpoint
 from rsbench.errors import ConfigError
-from rsbench.loggers import wandb_run_id
 from rsbench.noise import check_sigma
-from rsbench.pretrain import plan_teacher
+from rsbench.runs.loggers import wandb_run_id
+from rsbench.runs.prerequisites import plan_teacher
+from rsbench.runs.stop_callback import StopOnRequest
 from rsbench.stop import raise_if_stop_requested
 
 log = logging.getLogger(__name__)

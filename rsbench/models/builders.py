@@ -29,12 +29,12 @@ from rsbench.archs.denoiser import DenoisedClassifier, build_denoiser
 from rsbench.archs.diffusion import load_diffusion
 from rsbench.archs.input_layer import InputLayer
 from rsbench.archs.registry import build_classifier
-from rsbench.certify.ensemble import Aggregation, Ensemble
 from rsbench.certify.pipeline import Subject
 from rsbench.errors import CheckpointMismatchError, ConfigError
 from rsbench.loading import file_digest, load_strict, load_weights_only
 from rsbench.methods.base import SIGNATURE_KEY
 from rsbench.methods.denoiser import trained_denoiser, trained_sigma
+from rsbench.models.ensemble import Aggregation, Ensemble
 
 NET_PREFIX = "net."  # a SmoothingModule's state-dict keys are net.<Classifier keys>
 
@@ -194,7 +194,7 @@ def ensemble(
     allow_sigma_mismatch: bool = False,
     allow_mixed_input_layers: bool = False,
 ) -> Subject:
-    """An ensemble of rsbench checkpoints as one base classifier (:class:`~rsbench.certify.ensemble.Ensemble`).
+    """An ensemble of rsbench checkpoints as one base classifier (:class:`~rsbench.models.ensemble.Ensemble`).
 
     Every member must agree with the first on the class count, the input layer (unless
     ``allow_mixed_input_layers``) and the training sigma (unless ``allow_sigma_mismatch``).

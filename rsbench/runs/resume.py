@@ -16,8 +16,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from rsbench.cli import RUN_CONFIG
 from rsbench.errors import ResumeMismatchError
+from rsbench.runs.cli import RUN_CONFIG
 
 STORED_CONFIG = Path(RUN_CONFIG) / "config.yaml"
 TRAINED = (

@@ -2,13 +2,13 @@
 
 :func:`job` is what Hydra calls. It
 
-- holds the directory's lock (:class:`~rsbench.lock.RunLock`) so that no second process writes into it;
-- refuses to continue a run with settings that change what it trained (:mod:`rsbench.resume`), before any work;
+- holds the directory's lock (:class:`~rsbench.runs.lock.RunLock`) so that no second process writes into it;
+- refuses to continue a run with settings that change what it trained (:mod:`rsbench.runs.resume`), before any work;
 - stops at a safe point on SIGTERM/SIGINT/SIGUSR1/SIGUSR2 (:mod:`rsbench.stop`) and says how to resume;
 - writes ``.hydra/`` (the run's config, once) and ``status.json`` only when every check has passed, and removes
   the directory it created when a check fails, so a refused command changes nothing on disk;
 - ends a single run with one line and exit status 2 on a bad request; in a sweep it records the failure and
-  returns, so that the other jobs run (:mod:`rsbench.sweep` lists them all at the end).
+  returns, so that the other jobs run (:mod:`rsbench.runs.sweep` lists them all at the end).
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from rsbench.cli import RUN_CONFIG
 from rsbench.errors import RunDirectoryBusyError, user_message
-from rsbench.lock import LOCK_FILE, RunLock
-from rsbench.status import write_status
+from rsbench.runs.cli import RUN_CONFIG
+from rsbench.runs.lock import LOCK_FILE, RunLock
+from rsbench.runs.status import write_status
 from rsbench.stop import StopGuard, StopRequested
 
 log = logging.getLogger("rsbench")
@@ -84,8 +84,8 @@ def execute(
         log_file: the name of Hydra's log file in ``output_dir`` (the only file a new directory holds at the start).
     """
     from rsbench.certify.records import record_files
-    from rsbench.resume import check_resumable
-    from rsbench.run import run
+    from rsbench.runs.resume import check_resumable
+    from rsbench.runs.run import run
 
     if not is_global_zero():  # the other processes of a DDP run: rank 0 holds the lock and writes the run files
         check_resumable(cfg, output_dir, certified=bool(record_files(output_dir, None)))

@@ -23,10 +23,10 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from rsbench.cli import config_dir, override_key
 from rsbench.errors import ConfigError
-from rsbench.resume import TRAINED, settings
-from rsbench.status import read_status
+from rsbench.runs.cli import config_dir, override_key
+from rsbench.runs.resume import TRAINED, settings
+from rsbench.runs.status import read_status
 
 log = logging.getLogger("rsbench")
 
@@ -82,7 +82,7 @@ class TeacherRun:
             self.cfg.dataset.name,
             self.directory,
         )
-        from rsbench.job import execute
+        from rsbench.runs.job import execute
 
         execute(self.cfg, self.directory, self.overrides, wait=True)
 
