@@ -20,8 +20,9 @@ from rsbench.archs import Classifier
 from rsbench.archs.denoiser import DenoisedClassifier, DnCNN
 from rsbench.certify.pipeline import Subject
 from rsbench.certify.records import read_rows
+from rsbench.checkpoint import make_checkpoint, write_checkpoint
 from rsbench.errors import CheckpointMismatchError
-from rsbench.methods.base import SIGNATURE_KEY, Batch
+from rsbench.methods.base import Batch
 from rsbench.methods.denoiser import DenoiserTraining
 from rsbench.methods.standard import StandardTraining
 from rsbench.models.builders import denoised
@@ -50,10 +51,7 @@ def linear_classifier(batch_norm: bool = False) -> Classifier:
 
 def save_classifier(classifier: Classifier, path: Path, sigma: float = 0.25) -> Path:
     """An rsbench checkpoint of ``classifier`` (signature + ``net.*`` weights), as a training run writes it."""
-    state = {f"net.{key}": value for key, value in classifier.state_dict().items()}
-    signature = {**classifier.signature(), "sigma": sigma, "method": "standard"}
-    torch.save({SIGNATURE_KEY: signature, "state_dict": state}, path)
-    return path
+    return write_checkpoint(make_checkpoint(classifier, sigma, "standard"), path)
 
 
 class FixedNoise(DenoiserTraining):
@@ -173,14 +171,13 @@ def test_init_ckpt_takes_the_denoiser_of_an_mse_run_and_refuses_another_sigma(tm
         for parameter in mse.net.denoiser.parameters():  # type: ignore[union-attr]
             parameter.add_(0.01)
     path = tmp_path / "mse.ckpt"
-    state = {f"net.{k}": v for k, v in mse.net.state_dict().items()}
-    torch.save({SIGNATURE_KEY: {**mse.signature(), "method": "denoiser"}, "state_dict": state}, path)
+    write_checkpoint(make_checkpoint(mse.net, mse.sigma, "denoiser"), path)
     stab = module(tmp_path, "stability", init_ckpt=str(path))
     assert all(
         torch.equal(a, b)
         for a, b in zip(stab.net.denoiser.state_dict().values(), mse.net.denoiser.state_dict().values(), strict=True)  # type: ignore[union-attr]
     )
-    torch.save({SIGNATURE_KEY: {**mse.signature(), "sigma": 1.0}, "state_dict": state}, path)
+    write_checkpoint(make_checkpoint(mse.net, 1.0, "denoiser"), path)
     with pytest.raises(CheckpointMismatchError, match="sigma"):
         module(tmp_path, "stability", init_ckpt=str(path))
     assert module(tmp_path, "stability", init_ckpt=str(path), allow_sigma_mismatch=True).sigma == SIGMA

@@ -16,6 +16,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from rsbench.archs import Classifier
+from rsbench.checkpoint import make_checkpoint, write_checkpoint
 from rsbench.errors import CheckpointMismatchError, ConfigError
 from rsbench.methods import Batch, SmoothingModule
 from rsbench.methods import attacks as attacks_module
@@ -501,9 +502,7 @@ def test_catrs_without_a_teacher_says_how_to_train_one(tmp_path: Path) -> None:
 
 
 def save_teacher(path: Path, net: Classifier, sigma: float = 0.25) -> Path:
-    state = {f"net.{k}": v for k, v in net.state_dict().items()}
-    torch.save({"state_dict": state, "rsbench": {**net.signature(), "sigma": sigma, "method": "gaussian"}}, path)
-    return path
+    return write_checkpoint(make_checkpoint(net, sigma, "gaussian"), path)
 
 
 def test_teacher_checkpoint_is_loaded_and_checked(tmp_path: Path) -> None:

@@ -23,14 +23,13 @@ from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LRScheduler
 from torchmetrics.classification import MulticlassAccuracy
 
-from rsbench.archs.classifier import Classifier, check_signature
+from rsbench.archs.classifier import Classifier
 from rsbench.certify.seeding import make_generator
-from rsbench.errors import CheckpointMismatchError
+from rsbench.checkpoint import SIGNATURE_KEY, check_signature, make_signature, signature_of
 from rsbench.noise import NoiseMixin, SigmaLike
 
 OptimizerFactory = Callable[[Iterable[torch.nn.Parameter]], Optimizer]
 SchedulerFactory = Callable[[Optimizer], LRScheduler]
-SIGNATURE_KEY = "rsbench"
 
 
 class Batch(NamedTuple):
@@ -205,8 +204,8 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
         return {**self.net.signature(), "sigma": self.sigma}
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Store the signature (and the method) in the checkpoint."""
-        checkpoint[SIGNATURE_KEY] = {**self.signature(), "method": self.method_name}
+        """Store the signature (and the method) in the checkpoint (:func:`rsbench.checkpoint.make_signature`)."""
+        checkpoint[SIGNATURE_KEY] = make_signature(self.net, self.sigma, self.method_name)
 
     def on_load_checkpoint(self, checkpoint: Mapping[str, Any]) -> None:
         """Refuse a checkpoint made for another architecture, class count, input layer or (by default) sigma."""
@@ -219,12 +218,7 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
             checkpoint: a loaded Lightning checkpoint.
             source: how to name it in the message (its path).
         """
-        saved = checkpoint.get(SIGNATURE_KEY)
-        if saved is None:
-            raise CheckpointMismatchError(
-                f"{source} has no rsbench signature (architecture, input layer, sigma), so it cannot be "
-                "checked against this model; only checkpoints written by rsbench can be loaded"
-            )
+        saved = signature_of(checkpoint, source)
         expected = self.signature()
         if self.allow_sigma_mismatch:
             expected.pop("sigma")

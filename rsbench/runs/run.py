@@ -9,7 +9,7 @@ certification when it did, and certification after its last written row.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.loggers import Logger, WandbLogger
 from pytorch_lightning.utilities.seed import isolate_rng
 
-from rsbench.checkpoint import checkpoint_file, finished_training, load_checkpoint
+from rsbench.checkpoint import load_checkpoint
 from rsbench.errors import ConfigError
 from rsbench.noise import check_sigma
 from rsbench.runs.loggers import wandb_run_id
@@ -176,6 +176,24 @@ def _starting_point(
         )
     load_checkpoint(test_ckpt, str(test_ckpt), "certify the other one (test_ckpt=best or last), or restore it")
     return Start(train=False, test_ckpt=str(test_ckpt))
+
+
+def checkpoint_file(callbacks: Sequence[pl.Callback], which: str) -> Path | None:
+    """Where the run's ``best`` (monitors a metric) or ``last`` (monitors none) checkpoint callback writes.
+
+    ``None`` when the run has no such callback (``train=false``). See ``conf/callbacks/default.yaml``.
+    """
+    for callback in callbacks:
+        if isinstance(callback, ModelCheckpoint) and (callback.monitor is None) == (which == "last"):
+            if callback.dirpath is None or callback.filename is None:
+                return None
+            return Path(callback.dirpath) / f"{callback.filename}{callback.FILE_EXTENSION}"
+    return None
+
+
+def finished_training(checkpoint: Mapping[str, Any], max_epochs: int | None) -> bool:
+    """Whether an end-of-epoch checkpoint is the last epoch of a ``max_epochs`` schedule (Lightning counts from 0)."""
+    return max_epochs is not None and max_epochs >= 0 and int(checkpoint.get("epoch", -1)) + 1 >= max_epochs
 
 
 def _stoppable(method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
