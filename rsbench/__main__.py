@@ -22,6 +22,9 @@ def main() -> None:
     arguments = sys.argv[1:]
     if not is_query(arguments):
         reexec_with_fast_allocator("rsbench")
+        from rsbench.runs.schemas import register_schemas  # loads torch: only for a run (queries stay instant)
+
+        register_schemas()
     elif HELP_FLAGS.intersection(arguments):
         share_config_store()
     try:

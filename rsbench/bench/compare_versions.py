@@ -22,7 +22,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
@@ -58,12 +58,19 @@ def imported_copy(checkout: Path, name: str, workdir: Path) -> Iterator[ModuleTy
         register_resolvers()
 
 
-def certify_callback(package: str) -> Any:
-    """The version's ``CertifyCallback`` (in ``runs.certify_callback``; in ``callbacks`` before the run layer moved)."""
+def certify_callback(package: str, settings: dict[str, Any]) -> Callable[[str], Any]:
+    """``output_dir -> CertifyCallback`` of the version in ``package``, certifying with the flat ``settings``.
+
+    Since the run layer became a package the callback is ``runs.certify_callback.CertifyCallback(settings,
+    output_dir)``; before, ``callbacks.CertifyCallback(output_dir=..., **flat settings)``.
+    """
     try:
-        return importlib.import_module(f"{package}.runs.certify_callback").CertifyCallback
+        callback = importlib.import_module(f"{package}.runs.certify_callback").CertifyCallback
     except ModuleNotFoundError:
-        return importlib.import_module(f"{package}.callbacks").CertifyCallback
+        old = importlib.import_module(f"{package}.callbacks").CertifyCallback
+        return lambda output_dir: old(output_dir=output_dir, **settings)
+    grouped = importlib.import_module(f"{package}.certify.settings").CertifySettings.from_keys(**settings)
+    return lambda output_dir: callback(grouped, output_dir)
 
 
 class Version:
@@ -78,8 +85,8 @@ class Version:
         net.load_state_dict(state)
         self.module = methods.GaussianAugmentation(net, sigma=args.sigma, optimizer=torch.optim.SGD)
         self.module.log = lambda *a, **k: None  # the pipeline's logging to Lightning is not what is timed
-        self.callback_class = certify_callback(package)
-        self.settings = {"n0": args.n0, "n": args.n, "batch_size": args.batch_size, "alpha": 0.001}
+        settings = {"n0": args.n0, "n": args.n, "batch_size": args.batch_size, "alpha": 0.001}
+        self.callback = certify_callback(package, settings)
 
     def certify(self, images: list[tuple[torch.Tensor, int]], output_dir: Path) -> None:
         """One ``on_test_epoch_end`` over ``images`` into ``output_dir``."""
@@ -87,7 +94,7 @@ class Version:
         trainer: Any = SimpleNamespace(
             datamodule=datamodule, default_root_dir=str(output_dir), global_rank=0, world_size=1, loggers=[]
         )
-        self.callback_class(output_dir=str(output_dir), **self.settings).on_test_epoch_end(trainer, self.module)
+        self.callback(str(output_dir)).on_test_epoch_end(trainer, self.module)
 
 
 def forward_rate(net: torch.nn.Module, shape: tuple[int, ...], samples: int, batch_size: int, sigma: float) -> float:

@@ -15,6 +15,7 @@ from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
 
 from rsbench.errors import RsbenchError
 from rsbench.runs.allocator import reexec_with_fast_allocator
+from rsbench.runs.cli import is_query
 
 log = logging.getLogger("rsbench")
 
@@ -37,4 +38,8 @@ def main(cfg: DictConfig) -> float | None:
 
 if __name__ == "__main__":
     reexec_with_fast_allocator("rsbench.certify")
+    if not is_query(sys.argv[1:]):  # the settings' schema loads torch: only for a run (queries stay instant)
+        from rsbench.runs.schemas import register_schemas
+
+        register_schemas()
     main()

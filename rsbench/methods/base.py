@@ -70,6 +70,9 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
             other than the training one on purpose) instead of refusing them.
         eval_noise_seed: the seed of the fixed validation/test noise.
         steps_per_batch: optimizer steps per loader batch, one per chunk of B // steps_per_batch images.
+        certify_defaults: certification settings this method's models are certified with where ``certify.*`` leaves
+            them unset (null), e.g. the DDRS paper's sigma-search ``sigma_samples`` for MACER models; the method's
+            config states them. Not a training hyperparameter (not saved with them).
     """
 
     method_name: ClassVar[str] = "base"
@@ -83,6 +86,7 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
         allow_sigma_mismatch: bool = False,
         eval_noise_seed: int = 0,
         steps_per_batch: int = 1,
+        certify_defaults: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
         if isinstance(steps_per_batch, bool) or not isinstance(steps_per_batch, int) or steps_per_batch < 1:
@@ -95,7 +99,8 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
         self.eval_noise_seed = eval_noise_seed
         self.steps_per_batch = steps_per_batch
         self.automatic_optimization = steps_per_batch == 1
-        self.save_hyperparameters(ignore=["net", "optimizer", "scheduler"])
+        self.certify_defaults = {str(key): value for key, value in (certify_defaults or {}).items()}
+        self.save_hyperparameters(ignore=["net", "optimizer", "scheduler", "certify_defaults"])
         num_classes = net.num_classes
         self.train_acc = MulticlassAccuracy(num_classes, average="micro")
         self.val_acc_clean = MulticlassAccuracy(num_classes, average="micro")

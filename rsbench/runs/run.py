@@ -21,9 +21,11 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.loggers import Logger, WandbLogger
 from pytorch_lightning.utilities.seed import isolate_rng
 
+from rsbench.certify.settings import CertifySettings
 from rsbench.checkpoint import load_checkpoint
 from rsbench.errors import ConfigError
 from rsbench.noise import check_sigma
+from rsbench.runs.certify_callback import CertifyCallback
 from rsbench.runs.loggers import wandb_run_id
 from rsbench.runs.prerequisites import plan_teacher
 from rsbench.runs.stop_callback import StopOnRequest
@@ -76,9 +78,18 @@ def build_loggers(cfg: DictConfig) -> list[Logger]:
 
 
 def build_callbacks(cfg: DictConfig) -> list[pl.Callback]:
-    """The certification callback, plus ``cfg.callbacks`` (checkpointing, ...) when the run trains."""
+    """The certification callback (unless ``certify=off``), plus ``cfg.callbacks`` (checkpointing, ...) when training.
+
+    Raises:
+        ConfigError: a certification setting is unknown or out of range (named as ``certify.<key>``).
+    """
+    settings = CertifySettings.from_config(cfg.certify)  # checked even when certification is off
+    certify: list[pl.Callback] = []
+    if cfg.certify.enabled:
+        protocol = OmegaConf.select(cfg, "protocol_name", default=None)
+        certify.append(CertifyCallback(settings, cfg.output_dir, protocol))
     nodes: Mapping[str, Any] = (cfg.get("callbacks") or {}) if cfg.train else {}
-    return [instantiate(cfg.certify), *(instantiate(node) for node in nodes.values() if node)]
+    return [*certify, *(instantiate(node) for node in nodes.values() if node)]
 
 
 def run(cfg: DictConfig, on_ready: Callable[[], None] | None = None) -> float | None:
