@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from rsbench.archs import build_classifier
 from rsbench.runs.allocator import reexec_with_fast_allocator
 from rsbench.runs.resolvers import register_resolvers
 
@@ -109,11 +110,9 @@ def forward_rate(net: torch.nn.Module, shape: tuple[int, ...], samples: int, bat
 
 def compare(arch: str, versions: dict[str, str], args: argparse.Namespace, workdir: Path) -> None:
     """Alternate the versions ``args.repeats`` times on ``arch`` and print medians and ratios."""
-    import rsbench.archs
-
     torch.manual_seed(0)
     shape = SHAPES[arch]
-    reference = rsbench.archs.build_classifier(arch, 10, NORMALIZE if shape[0] == 3 else {"kind": "identity"}, shape[0])
+    reference = build_classifier(arch, 10, NORMALIZE if shape[0] == 3 else {"kind": "identity"}, shape[0])
     state = reference.state_dict()
     images = [(torch.rand(*shape), i % 10) for i in range(args.images)]
     runs = {label: Version(package, arch, state, args) for label, package in versions.items()}

@@ -1,6 +1,8 @@
 """``SmoothingModule``: what every training method shares (optimizer, schedule, metrics, checkpoint signature).
 
-A method subclasses it and overrides one hook, :meth:`SmoothingModule.training_loss`. Validation and test report
+A method subclasses it and overrides one hook, :meth:`SmoothingModule.training_loss`; a method that needs another
+run's model before it can train (CAT-RS's teacher) also declares it in :meth:`SmoothingModule.prerequisites`, which
+the run layer resolves. Validation and test report
 clean accuracy and accuracy under one draw of noise; the noise of each validation/test batch is seeded by the batch
 index, so the noisy accuracy that selects checkpoints compares epochs on the same noise.
 
@@ -26,6 +28,7 @@ from torchmetrics.classification import MulticlassAccuracy
 from rsbench.archs.classifier import Classifier
 from rsbench.certify.seeding import make_generator
 from rsbench.checkpoint import SIGNATURE_KEY, check_signature, make_signature, signature_of
+from rsbench.methods.prerequisites import Prerequisite
 from rsbench.noise import NoiseMixin, SigmaLike
 
 OptimizerFactory = Callable[[Iterable[torch.nn.Parameter]], Optimizer]
@@ -107,6 +110,15 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
         self.val_acc_noisy = MulticlassAccuracy(num_classes, average="micro")
         self.test_acc_clean = MulticlassAccuracy(num_classes, average="micro")
         self.test_acc_noisy = MulticlassAccuracy(num_classes, average="micro")
+
+    @classmethod
+    def prerequisites(cls, method: Mapping[str, Any]) -> tuple[Prerequisite, ...]:
+        """The runs this method needs before it can train, given its config node ``method`` (none by default).
+
+        Called by the run layer before anything is built; each :class:`Prerequisite` names the argument its
+        checkpoint fills. A method overrides it to declare, e.g., a teacher it labels with.
+        """
+        return ()
 
     def forward(self, x: Tensor) -> Tensor:
         """The base classifier's logits for images in [0,1] pixel space."""
