@@ -20,7 +20,7 @@ import torch
 from rsbench.certify.records import read_rows
 from rsbench.runs.job import run_with_prerequisites
 from rsbench.runs.prerequisites import plan_prerequisites
-from tests.conftest import QUIET, ROOT, compose_config
+from tests.helpers import QUIET, ROOT, compose_config
 
 HEAVY = ("torch", "scipy", "pandas", "statsmodels", "pytorch_lightning", "optuna", "submitit")
 

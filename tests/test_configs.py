@@ -20,7 +20,7 @@ from rsbench.errors import ConfigError
 from rsbench.methods import SmoothingModule
 from rsbench.runs.certify_callback import CertifyCallback
 from rsbench.runs.run import build_callbacks, build_loggers, check_config, run
-from tests.conftest import CONF_DIR, ROOT
+from tests.helpers import CONF_DIR, ROOT
 
 
 def options(group: str) -> list[str]:

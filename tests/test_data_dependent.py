@@ -20,7 +20,7 @@ from rsbench.certify.records import CertificationRow, read_rows
 from rsbench.certify.settings import CertifySettings
 from rsbench.certify.sigma_search import optimize_sigma, radius_proxy
 from rsbench.runs.run import run
-from tests.conftest import QUIET, compose_config
+from tests.helpers import QUIET, compose_config
 
 HALF_WIDTH, SCALE = 0.5, 8.0
 NODES, WEIGHTS = hermegauss(100)
@@ -199,23 +199,16 @@ def test_memory_replay_leaves_no_overlapping_balls_of_different_classes() -> Non
     assert [r.predict for r in replayed if r.idx % 10 == 0] == [-1] * 20  # abstentions pass through
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    output_dir = tmp_path_factory.mktemp("trained")
-    run(compose_config(*QUIET, "experiment=smoke", "certify=off", output_dir=output_dir))
-    return output_dir / "checkpoints" / "best.ckpt"
-
-
 @pytest.mark.parametrize("sigma_mode", ["data_dependent", "memory"])
 def test_data_dependent_modes_say_they_are_not_sound_and_report_the_sound_one_beside(
-    checkpoint: Path, tmp_path: Path, sigma_mode: str
+    smoke_checkpoint: Path, tmp_path: Path, sigma_mode: str
 ) -> None:
     run(
         compose_config(
             *QUIET,
             "experiment=smoke",
             "train=false",
-            f"ckpt_path={checkpoint}",
+            f"ckpt_path={smoke_checkpoint}",
             f"certify.sigma_mode={sigma_mode}",
             "certify.sigma_iters=3",
             "certify.sigma_lr=0.01",

@@ -18,7 +18,7 @@ from rsbench.methods import ddrs
 from rsbench.methods.base import Batch
 from rsbench.methods.ddrs import MEMORY_KEY, data_dependent
 from rsbench.methods.gaussian import GaussianAugmentation
-from tests.conftest import quiet_trainer
+from tests.helpers import quiet_trainer
 
 SGD = functools.partial(torch.optim.SGD, lr=0.05)
 

@@ -27,8 +27,7 @@ from rsbench.methods.denoiser import DenoiserTraining
 from rsbench.methods.standard import StandardTraining
 from rsbench.models.builders import denoised
 from rsbench.runs.run import run
-from tests.conftest import QUIET, compose_config
-from tests.test_certify_models import certify, rows
+from tests.helpers import QUIET, certify, compose_config, rows, save_checkpoint
 
 # float32 arithmetic on numbers of order 1: 1e-6 is far above rounding and far below any wrong formula.
 TOL = 1e-6
@@ -49,11 +48,6 @@ def linear_classifier(batch_norm: bool = False) -> Classifier:
     return Classifier("linear", nn.Sequential(*layers), {"kind": "identity"})
 
 
-def save_classifier(classifier: Classifier, path: Path, sigma: float = 0.25) -> Path:
-    """An rsbench checkpoint of ``classifier`` (signature + ``net.*`` weights), as a training run writes it."""
-    return write_checkpoint(make_checkpoint(classifier, sigma, "standard"), path)
-
-
 class FixedNoise(DenoiserTraining):
     """The method with its N(0, I) draws replaced by :data:`NOISE`."""
 
@@ -62,7 +56,7 @@ class FixedNoise(DenoiserTraining):
 
 
 def module(tmp_path: Path, objective: str, batch_norm: bool = False, **kwargs: object) -> DenoiserTraining:
-    path = save_classifier(linear_classifier(batch_norm), tmp_path / "classifier.ckpt")
+    path = save_checkpoint(linear_classifier(batch_norm), tmp_path / "classifier.ckpt")
     return FixedNoise(
         linear_classifier(batch_norm),
         SIGMA,
@@ -237,7 +231,7 @@ def test_method_denoiser_config_composes_and_instantiates(standard_run: Path, ma
 
 
 def test_a_classifier_checkpoint_is_not_taken_for_a_denoiser(tmp_path: Path) -> None:
-    path = save_classifier(linear_classifier(), tmp_path / "classifier.ckpt")
+    path = save_checkpoint(linear_classifier(), tmp_path / "classifier.ckpt")
     subject = Subject(linear_classifier(), 2, 0.25)
     with pytest.raises(CheckpointMismatchError, match="is not a denoiser checkpoint"):
         denoised(subject, str(path))
