@@ -38,10 +38,19 @@ def rsbench(*args: str, cwd: Path = ROOT, timeout: float = 600) -> subprocess.Co
 
 
 def start(*args: str, log: Path) -> subprocess.Popen[bytes]:
-    """``python -m rsbench <args>`` in the background, its output going to ``log``."""
+    """``python -m rsbench <args>`` in the background, its output going to ``log``.
+
+    The child gets Ctrl-C's default disposition back: a test session started in the background by a shell (``&``)
+    ignores SIGINT, children inherit that, and a run leaves an ignored signal ignored.
+    """
     with log.open("wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "rsbench", *args], cwd=ROOT, env=environment(), stdout=out, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "rsbench", *args],
+            cwd=ROOT,
+            env=environment(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
 
 
