@@ -1,7 +1,7 @@
 """The one packaging detail setup.cfg cannot express: ship ``conf/`` inside the package, as ``rsbench/conf``.
 
 Metadata and dependencies live in setup.cfg. In a checkout (and an editable install) the configs are read from
-``conf/``; an installed wheel reads its copy in ``rsbench/conf`` (see ``rsbench.cli.config_dir``).
+``conf/``; an installed wheel reads its copy in ``rsbench/conf`` (see ``rsbench.runs.cli.config_dir``).
 """
 
 from setuptools import find_packages, setup

@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rsbench.naming import describes_setting
 from rsbench.report.load import find_results
 from rsbench.report.rows import Row, group_rows
 from rsbench.report.stats import seed_test
+from rsbench.runs.naming import describes_setting
 
 
 def row_key(row: Row) -> tuple[str, str, float, str]:

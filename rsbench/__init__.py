@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rsbench.resolvers import register_resolvers
+from rsbench.runs.resolvers import register_resolvers
 
 if TYPE_CHECKING:
     from rsbench.certify import Certificate, Smooth

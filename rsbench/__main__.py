@@ -12,9 +12,9 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from rsbench.allocator import reexec_with_fast_allocator
-from rsbench.cli import HELP_FLAGS, config_dir, expand_resume, is_query, share_config_store
 from rsbench.errors import ConfigError
+from rsbench.runs.allocator import reexec_with_fast_allocator
+from rsbench.runs.cli import HELP_FLAGS, config_dir, expand_resume, is_query, share_config_store
 
 
 def main() -> None:
@@ -22,6 +22,9 @@ def main() -> None:
     arguments = sys.argv[1:]
     if not is_query(arguments):
         reexec_with_fast_allocator("rsbench")
+        from rsbench.runs.schemas import register_schemas  # loads torch: only for a run (queries stay instant)
+
+        register_schemas()
     elif HELP_FLAGS.intersection(arguments):
         share_config_store()
     try:
@@ -34,8 +37,8 @@ def main() -> None:
 
 @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="config")
 def hydra_main(cfg: DictConfig) -> float | None:
-    """One job of Hydra (a run, or one point of a sweep): see :func:`rsbench.job.job`."""
-    from rsbench.job import job
+    """One job of Hydra (a run, or one point of a sweep): see :func:`rsbench.runs.job.job`."""
+    from rsbench.runs.job import job
 
     return job(cfg)
 

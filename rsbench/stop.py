@@ -1,10 +1,16 @@
 """Stopping a run on request (SIGTERM, SIGINT, SLURM's SIGUSR1/SIGUSR2) without losing or corrupting anything.
 
-While a :class:`StopGuard` is active, the first such signal only records the request; the work loops stop at their
-next safe point by calling :func:`raise_if_stop_requested`: training before its next batch (the partial epoch is
-dropped, ``last.ckpt`` keeps the last complete one), certification after the image in flight (its row is written
-whole or not at all). A second signal stops at once, dropping whatever was in flight; files stay consistent because
-rows are appended line by line and checkpoints are replaced atomically.
+While a :class:`StopGuard` is active (the run layer holds one for every job), the first such signal only records the
+request, and the work stops at its next safe point. Inside Lightning's ``fit`` and ``test`` that is Lightning's own
+SIGTERM handling: it ends training after the batch in flight (the partial epoch is dropped, ``last.ckpt`` keeps the
+last complete one) and evaluation between batches; the guard passes SIGINT, SIGUSR1 and SIGUSR2 on to it as well,
+since Lightning listens to SIGTERM only. Where Lightning has no say, the work loops call
+:func:`raise_if_stop_requested` (or check :func:`stop_requested`) themselves: certification after the image in
+flight (its row is written whole or not at all), CAT-RS teacher labelling after the image in flight (the rows so far
+are saved). A second signal stops at once, dropping whatever was in flight; files stay consistent because rows are
+appended line by line and checkpoints are replaced atomically.
+
+Layer 1 of rsbench: any layer may ask whether a stop was requested; only the run layer installs the guard.
 
 :class:`StopRequested` derives from ``BaseException`` so that no ``except Exception`` on the way swallows it.
 """
@@ -48,7 +54,8 @@ class StopGuard:
     is ignored and SIGUSR2 checkpoints, requeues and exits the job, which drops the work in flight as a crash would
     (rows and checkpoints stay whole) and the requeued job continues from its files. Only the main thread can
     install handlers; elsewhere the guard does nothing. Handlers installed later by other code (Lightning composes
-    its SIGTERM handler with the current one) still call this one.
+    its SIGTERM handler with the current one) still call this one, and this one passes every other stop signal on to
+    such a SIGTERM handler (:meth:`_pass_on`).
     """
 
     _active: StopGuard | None = None
@@ -56,6 +63,7 @@ class StopGuard:
     def __init__(self) -> None:
         self.signum: int | None = None
         self._previous: dict[int, Handler] = {}
+        self._passing_on = False
 
     def __enter__(self) -> StopGuard:
         if threading.current_thread() is not threading.main_thread():
@@ -80,12 +88,31 @@ class StopGuard:
             StopGuard._active = None
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self._passing_on:
+            return  # the SIGTERM handler this guard passed a request to calls the guard back: nothing new
         if self.signum is not None:
             raise StopRequested(signum)  # the second request: stop now
         self.signum = signum
         log.warning(
             "%s received: stopping at the next safe point (send it again to stop at once)", signal.Signals(signum).name
         )
+        self._pass_on(signum, frame)
+
+    def _pass_on(self, signum: int, frame: FrameType | None) -> None:
+        """Hand a stop request other than SIGTERM to the SIGTERM handler installed over the guard, if any.
+
+        While Lightning fits or tests, its handler (composed with this one) makes it stop between steps; it only
+        listens to SIGTERM, so a SIGINT, SIGUSR1 or SIGUSR2 is handed over as one. A SIGTERM reached the guard
+        through that handler already, and without one (outside ``fit``/``test``) there is no one to tell.
+        """
+        handler = signal.getsignal(signal.SIGTERM)
+        if signum == signal.SIGTERM or not callable(handler) or handler == self._handle:
+            return
+        self._passing_on = True
+        try:
+            handler(signal.SIGTERM, frame)
+        finally:
+            self._passing_on = False
 
 
 def stop_requested() -> int | None:

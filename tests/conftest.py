@@ -1,59 +1,25 @@
-"""Shared fixtures: compose the real Hydra config (as `python -m rsbench` would) with overrides, offline."""
+"""Shared fixtures: the real Hydra config composed as `python -m rsbench` would (offline), and one smoke-trained run.
+
+Helpers that tests call directly live in ``tests/helpers.py``.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import pytorch_lightning as pl
-from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig
 
-ROOT = Path(__file__).resolve().parents[1]
-CONF_DIR = ROOT / "conf"
+from rsbench.runs.run import run
+from rsbench.runs.schemas import register_schemas
+from tests.helpers import SMOKE, ComposeFn, compose_config
 
+register_schemas()  # as `python -m rsbench` does before composing a run: certify.* is checked against its schema
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
-
-# Quiet, fast settings shared by in-process runs.
-QUIET = ("trainer.enable_progress_bar=false", "trainer.enable_model_summary=false", "logger=none")
-
-ComposeFn = Callable[..., DictConfig]
-
-
-def quiet_trainer(root: Path, **kwargs: Any) -> pl.Trainer:
-    """A CPU Lightning trainer that writes and prints nothing (no logger, checkpoints, bar or summary)."""
-    return pl.Trainer(
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=root,
-        accelerator="cpu",
-        **kwargs,
-    )
-
-
-def compose_config(*overrides: str, output_dir: Path | None = None, config_name: str = "config") -> DictConfig:
-    """Compose ``conf/<config_name>.yaml`` with ``overrides``; ``${hydra:...}`` resolves as in a real run.
-
-    ``config_name``: ``config`` (``python -m rsbench``), ``certify_model`` (``python -m rsbench.certify``).
-    """
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
-        cfg = compose(config_name, overrides=list(overrides), return_hydra_config=True)
-    with open_dict(cfg):
-        cfg.hydra.runtime.output_dir = str(output_dir or ROOT / "outputs" / "pytest")
-        cfg.hydra.job.num = 0
-    HydraConfig.instance().set_config(cfg)
-    with open_dict(cfg):
-        del cfg["hydra"]
-    return cfg
 
 
 @pytest.fixture
@@ -65,6 +31,24 @@ def make_cfg(tmp_path: Path) -> Iterator[ComposeFn]:
 
     yield make
     GlobalHydra.instance().clear()
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The run directory of one smoke-trained model shared by the whole session: read it, never write into it.
+
+    ``python -m rsbench experiment=smoke``: a LeNet trained by Gaussian augmentation at sigma 0.25 on 4 batches of the
+    embedded MNIST subset, certified with ``certify=smoke`` (8 images); ``checkpoints/best.ckpt`` and ``last.ckpt``.
+    """
+    output_dir = tmp_path_factory.mktemp("smoke_run")
+    run(compose_config(*SMOKE, output_dir=output_dir))
+    return output_dir
+
+
+@pytest.fixture(scope="session")
+def smoke_checkpoint(smoke_run: Path) -> Path:
+    """The smoke run's best checkpoint (a sigma 0.25 Gaussian LeNet: also a CAT-RS teacher)."""
+    return smoke_run / "checkpoints" / "best.ckpt"
 
 
 @pytest.fixture(autouse=True)

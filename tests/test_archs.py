@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rsbench.archs import CifarResNet, Classifier, InputLayer, LeNet, check_signature
+from rsbench.archs import CifarResNet, Classifier, InputLayer, LeNet
 from rsbench.archs.resnet import cifar_resnet18, ddrs_resnet18, imagenet_resnet50
+from rsbench.checkpoint import check_signature
 from rsbench.errors import CheckpointMismatchError
 
 CIFAR = {"kind": "normalize", "mean": [0.4914, 0.4822, 0.4465], "std": [0.2023, 0.1994, 0.2010]}

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from rsbench.bench import certify_throughput, compare_versions, denoised_throughput, training_cost
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 
 def test_certify_throughput_prints_each_variant_against_the_forward_pass(capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,7 +6,6 @@ The strongest check available for each path: the same network reached another wa
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -17,56 +16,37 @@ from torch import nn
 from torchvision.models import resnet18
 
 from rsbench.archs import LeNet
-from rsbench.certify.command import certify_model
-from rsbench.certify.ensemble import Ensemble
-from rsbench.certify.models import checkpoint, torchvision_model
 from rsbench.certify.records import read_rows
 from rsbench.errors import CheckpointMismatchError, ConfigError
 from rsbench.importer import DatasetFacts, import_checkpoint, save_imported
 from rsbench.loading import file_digest
-from rsbench.run import run
-from tests.conftest import QUIET, ROOT, compose_config
+from rsbench.models.builders import checkpoint, torchvision_model
+from rsbench.models.ensemble import Ensemble
+from rsbench.runs.certify_model import certify_model
+from rsbench.runs.run import run
+from tests.helpers import QUIET, ROOT, certify, compose_config, rows
 
-SMOKE = ("certify=smoke",)
 MNIST = DatasetFacts("mnist_embedded", 10, 1)
 
 
-def certify(output_dir: Path, *overrides: str) -> dict:
-    """Run ``python -m rsbench.certify`` in-process; return its metrics.json."""
-    certify_model(compose_config(*SMOKE, *overrides, output_dir=output_dir, config_name="certify_model"))
-    return json.loads((output_dir / "metrics.json").read_text())
-
-
-def rows(output_dir: Path) -> list[tuple]:
-    return [(r.idx, r.label, r.predict, r.radius, r.count, r.n, r.sigma) for r in read_rows(output_dir / "certify.tsv")]
-
-
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A smoke-trained LeNet (certified by the training run itself with certify=smoke)."""
-    output_dir = tmp_path_factory.mktemp("trained")
-    run(compose_config(*QUIET, "experiment=smoke", output_dir=output_dir))
-    return output_dir
-
-
-@pytest.fixture(scope="module")
-def lenet_weights(trained: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def lenet_weights(smoke_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The trained LeNet's bare state dict, as someone's own training script would save it."""
-    state = torch.load(trained / "checkpoints" / "best.ckpt", weights_only=True)["state_dict"]
+    state = torch.load(smoke_run / "checkpoints" / "best.ckpt", weights_only=True)["state_dict"]
     path = tmp_path_factory.mktemp("own") / "lenet.pt"
     torch.save({k.removeprefix("net.1."): v for k, v in state.items() if k.startswith("net.1.")}, path)
     return path
 
 
-def test_an_rsbench_checkpoint_gives_the_training_runs_rows(trained: Path, tmp_path: Path) -> None:
-    metrics = certify(tmp_path, f"model.path={trained / 'checkpoints' / 'best.ckpt'}")
-    assert rows(tmp_path) == rows(trained)
+def test_an_rsbench_checkpoint_gives_the_training_runs_rows(smoke_run: Path, tmp_path: Path) -> None:
+    metrics = certify(tmp_path, f"model.path={smoke_run / 'checkpoints' / 'best.ckpt'}")
+    assert rows(tmp_path) == rows(smoke_run)
     assert (metrics["method"], metrics["dataset"], metrics["arch"]) == ("gaussian", "mnist_embedded", "lenet")
     assert metrics["model"]["kind"] == "checkpoint"
-    assert metrics["model"]["sha256"] == file_digest(trained / "checkpoints" / "best.ckpt")
+    assert metrics["model"]["sha256"] == file_digest(smoke_run / "checkpoints" / "best.ckpt")
 
 
-def test_your_own_module_with_its_weights_file(trained: Path, lenet_weights: Path, tmp_path: Path) -> None:
+def test_your_own_module_with_its_weights_file(smoke_run: Path, lenet_weights: Path, tmp_path: Path) -> None:
     metrics = certify(
         tmp_path,
         "model=module",
@@ -75,7 +55,7 @@ def test_your_own_module_with_its_weights_file(trained: Path, lenet_weights: Pat
         "model.input_layer.kind=identity",
         "model.sigma=0.25",
     )
-    assert rows(tmp_path) == rows(trained)
+    assert rows(tmp_path) == rows(smoke_run)
     assert metrics["method"] == "external"
     assert metrics["arch"] == "rsbench.archs.lenet.LeNet"
     assert metrics["model"] == {
@@ -97,14 +77,14 @@ def save_archive(kind: str, net: nn.Module, path: Path) -> None:
 
 @pytest.mark.filterwarnings("ignore:`torch.jit.*` is deprecated:FutureWarning")
 @pytest.mark.parametrize("kind", ["exported", "torchscript"])
-def test_an_archive(kind: str, trained: Path, lenet_weights: Path, tmp_path: Path) -> None:
+def test_an_archive(kind: str, smoke_run: Path, lenet_weights: Path, tmp_path: Path) -> None:
     net = LeNet()
     net.load_state_dict(torch.load(lenet_weights, weights_only=True))
     save_archive(kind, net.eval(), tmp_path / "lenet.pt2")
     overrides = (f"model.path={tmp_path / 'lenet.pt2'}", "model.input_layer.kind=identity", "model.sigma=0.25")
     metrics = certify(tmp_path / "run", f"model={kind}", *overrides)
     assert metrics["model"]["kind"] == kind
-    ours, theirs = read_rows(tmp_path / "run" / "certify.tsv"), read_rows(trained / "certify.tsv")
+    ours, theirs = read_rows(tmp_path / "run" / "certify.tsv"), read_rows(smoke_run / "certify.tsv")
     assert [r.idx for r in ours] == [r.idx for r in theirs]
     # A compiled graph may fuse operations and round differently on a few noisy samples: counts within 2% of n.
     assert all(abs(a.count - b.count) <= 0.02 * a.n for a, b in zip(ours, theirs, strict=True))
@@ -112,7 +92,7 @@ def test_an_archive(kind: str, trained: Path, lenet_weights: Path, tmp_path: Pat
 
 def test_a_model_without_its_input_layer_stated_is_refused(lenet_weights: Path, tmp_path: Path) -> None:
     cfg = compose_config(
-        *SMOKE,
+        "certify=smoke",
         "model=module",
         "model.network._target_=rsbench.archs.LeNet",
         "model.sigma=0.25",
@@ -193,10 +173,10 @@ def test_ensemble_aggregations() -> None:
 
 
 @pytest.mark.parametrize("aggregation", ["logits", "softmax", "vote"])
-def test_an_ensemble_of_one_model_twice_is_that_model(trained: Path, tmp_path: Path, aggregation: str) -> None:
-    best = trained / "checkpoints" / "best.ckpt"
+def test_an_ensemble_of_one_model_twice_is_that_model(smoke_run: Path, tmp_path: Path, aggregation: str) -> None:
+    best = smoke_run / "checkpoints" / "best.ckpt"
     metrics = certify(tmp_path, "model=ensemble", f"model.members=[{best},{best}]", f"model.aggregation={aggregation}")
-    assert rows(tmp_path) == rows(trained)
+    assert rows(tmp_path) == rows(smoke_run)
     assert (metrics["method"], metrics["arch"]) == ("ensemble(gaussian)", "lenet+lenet")
     assert metrics["model"]["aggregation"] == aggregation
     assert len(metrics["model"]["members"]) == 2
@@ -210,8 +190,8 @@ def signed_copy(source: Path, out: Path, **signature: object) -> Path:
     return out
 
 
-def test_ensemble_members_must_agree(trained: Path, tmp_path: Path) -> None:
-    best = str(trained / "checkpoints" / "best.ckpt")
+def test_ensemble_members_must_agree(smoke_run: Path, tmp_path: Path) -> None:
+    best = str(smoke_run / "checkpoints" / "best.ckpt")
     at_half = str(signed_copy(Path(best), tmp_path / "s05.ckpt", sigma=0.5))
     with pytest.raises(CheckpointMismatchError, match=r"sigma: checkpoint has 0\.5, this run expects 0\.25"):
         checkpoint_ensemble([best, at_half])
@@ -228,14 +208,14 @@ def test_ensemble_members_must_agree(trained: Path, tmp_path: Path) -> None:
 
 
 def checkpoint_ensemble(members: list[str], **options: object):
-    from rsbench.certify.models import ensemble
+    from rsbench.models.builders import ensemble
 
     return ensemble(members, num_classes=10, in_channels=1, **options)  # type: ignore[arg-type]
 
 
-def test_a_checkpoint_of_another_class_count_is_refused(trained: Path) -> None:
+def test_a_checkpoint_of_another_class_count_is_refused(smoke_run: Path) -> None:
     with pytest.raises(CheckpointMismatchError, match="num_classes: checkpoint has 10, this run expects 100"):
-        checkpoint(str(trained / "checkpoints" / "best.ckpt"), num_classes=100, in_channels=1)
+        checkpoint(str(smoke_run / "checkpoints" / "best.ckpt"), num_classes=100, in_channels=1)
 
 
 def test_a_file_that_is_not_an_rsbench_checkpoint_points_to_the_importer(tmp_path: Path) -> None:

@@ -19,8 +19,8 @@ from rsbench.certify.records import read_rows
 from rsbench.certify.seeding import derive_seed
 from rsbench.certify.sequential import LookSchedule, certify_sequential
 from rsbench.errors import ProtocolMismatchError
-from rsbench.run import run
-from tests.conftest import QUIET, ROOT, compose_config
+from rsbench.runs.run import run
+from tests.helpers import QUIET, ROOT, compose_config
 
 
 class Linear(nn.Module):
@@ -179,16 +179,9 @@ def certify_checkpoint(checkpoint: Path, output_dir: Path, *overrides: str) -> N
     )
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    output_dir = tmp_path_factory.mktemp("trained")
-    run(compose_config(*QUIET, "experiment=smoke", "certify=off", output_dir=output_dir))
-    return output_dir / "checkpoints" / "best.ckpt"
-
-
-def test_sequential_mode_end_to_end(checkpoint: Path, tmp_path: Path) -> None:
+def test_sequential_mode_end_to_end(smoke_checkpoint: Path, tmp_path: Path) -> None:
     certify_checkpoint(
-        checkpoint,
+        smoke_checkpoint,
         tmp_path,
         "certify.mode=sequential",
         "certify.radius_cap=0.5",
@@ -205,10 +198,10 @@ def test_sequential_mode_end_to_end(checkpoint: Path, tmp_path: Path) -> None:
     assert metrics["mean_samples"] == pytest.approx(np.mean([r.n for r in rows]))
 
 
-def test_packed_and_low_precision_options_end_to_end(checkpoint: Path, tmp_path: Path) -> None:
-    certify_checkpoint(checkpoint, tmp_path / "fp32")
+def test_packed_and_low_precision_options_end_to_end(smoke_checkpoint: Path, tmp_path: Path) -> None:
+    certify_checkpoint(smoke_checkpoint, tmp_path / "fp32")
     certify_checkpoint(
-        checkpoint,
+        smoke_checkpoint,
         tmp_path / "fast",
         "certify.precision=bf16",
         "certify.channels_last=true",
@@ -224,7 +217,7 @@ def test_packed_and_low_precision_options_end_to_end(checkpoint: Path, tmp_path:
     assert (protocol["precision"], protocol["channels_last"], protocol["compile"]) == ("bf16", True, False)
     # rows drawn in another memory layout are not continued under the default one (the seeds place noise differently)
     with pytest.raises(ProtocolMismatchError, match="channels_last: stored True, requested False"):
-        certify_checkpoint(checkpoint, tmp_path / "fast", "certify.precision=bf16", "certify.images_per_batch=4")
+        certify_checkpoint(smoke_checkpoint, tmp_path / "fast", "certify.precision=bf16", "certify.images_per_batch=4")
 
 
 def test_ddp_training_and_sharded_certification_match_one_process(tmp_path: Path) -> None:

@@ -18,9 +18,9 @@ import pytest
 import torch
 
 from rsbench.certify.records import read_rows
-from rsbench.pretrain import plan_teacher
-from rsbench.run import run
-from tests.conftest import QUIET, ROOT, compose_config
+from rsbench.runs.job import run_with_prerequisites
+from rsbench.runs.prerequisites import plan_prerequisites
+from tests.helpers import QUIET, ROOT, compose_config
 
 HEAVY = ("torch", "scipy", "pandas", "statsmodels", "pytorch_lightning", "optuna", "submitit")
 
@@ -38,10 +38,19 @@ def rsbench(*args: str, cwd: Path = ROOT, timeout: float = 600) -> subprocess.Co
 
 
 def start(*args: str, log: Path) -> subprocess.Popen[bytes]:
-    """``python -m rsbench <args>`` in the background, its output going to ``log``."""
+    """``python -m rsbench <args>`` in the background, its output going to ``log``.
+
+    The child gets Ctrl-C's default disposition back: a test session started in the background by a shell (``&``)
+    ignores SIGINT, children inherit that, and a run leaves an ignored signal ignored.
+    """
     with log.open("wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "rsbench", *args], cwd=ROOT, env=environment(), stdout=out, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "rsbench", *args],
+            cwd=ROOT,
+            env=environment(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
 
 
@@ -313,7 +322,7 @@ def test_catrs_without_a_teacher_trains_the_gaussian_teacher_first_then_reuses_i
 
     cfg = compose_config(*overrides, *QUIET, "certify=off", output_dir=tmp_path / "again")  # the same recipe
     with caplog.at_level("INFO", logger="rsbench"):
-        run(cfg)
+        run_with_prerequisites(cfg)
     assert f"CAT-RS teacher: reusing {best}" in caplog.text
 
 
@@ -394,8 +403,8 @@ def test_the_installed_command_with_the_users_own_configs(tmp_path: Path) -> Non
 def test_the_teacher_is_trained_with_the_students_schedule(make_cfg) -> None:
     """CAT-RS's MNIST recipe (150 epochs, drops at 51 and 101) comes from its method recipe; the authors trained the
     sigma = 0.25 teacher with the same schedule, which method=gaussian alone would not give (90 epochs)."""
-    teacher = plan_teacher(make_cfg("method=catrs", "dataset=mnist", "sigma=0.5"))
-    assert teacher is not None
+    (teacher,) = plan_prerequisites(make_cfg("method=catrs", "dataset=mnist", "sigma=0.5"))
+    assert teacher.prerequisite.argument == "teacher_ckpt"
     assert (teacher.cfg.method._target_, teacher.cfg.sigma) == ("rsbench.methods.GaussianAugmentation", 0.25)
     assert (teacher.cfg.trainer.max_epochs, list(teacher.cfg.scheduler.milestones)) == (150, [51, 101])
     assert teacher.cfg.dataset.name == "mnist"

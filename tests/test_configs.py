@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
 import pytest
-from hydra.errors import ConfigCompositionException, InstantiationException
+from hydra.errors import ConfigCompositionException
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError
@@ -17,8 +18,9 @@ from rsbench.archs import Classifier
 from rsbench.data import ImageDataModule
 from rsbench.errors import ConfigError
 from rsbench.methods import SmoothingModule
-from rsbench.run import build_callbacks, build_loggers, check_config, run
-from tests.conftest import CONF_DIR, ROOT
+from rsbench.runs.certify_callback import CertifyCallback
+from rsbench.runs.run import build_callbacks, build_loggers, check_config, run
+from tests.helpers import CONF_DIR, ROOT
 
 
 def options(group: str) -> list[str]:
@@ -205,8 +207,48 @@ def test_bad_sigma_fails_before_any_work(make_cfg, sigma: str) -> None:
 )
 def test_bad_certify_values_fail_when_callbacks_are_built(make_cfg, override: str, message: str) -> None:
     cfg = make_cfg(override)
-    with pytest.raises(InstantiationException, match=message):
+    with pytest.raises(ConfigError, match=message):
         build_callbacks(cfg)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["certify.n=abc"], r"Value 'abc' of type 'str' could not be converted to Integer"),
+        (["experiment=smoke", "certify.mode=sequential", "certify.growth=fast"], r"could not be converted to Float"),
+    ],
+)
+def test_a_mistyped_certify_value_fails_when_the_config_is_composed(make_cfg, overrides, message) -> None:
+    with pytest.raises(ConfigCompositionException) as refused:
+        make_cfg(*overrides)
+    printed = f"{refused.value}\n{refused.value.__cause__}"  # what Hydra prints: its line, then OmegaConf's
+    assert re.search(message, printed), printed
+    assert f"full_key: certify.{overrides[-1].split('=')[0].split('.')[-1]}" in printed
+
+
+def test_an_unknown_certify_key_in_a_yaml_fails_when_composed_naming_it(make_cfg, tmp_path) -> None:
+    (tmp_path / "experiment").mkdir()
+    (tmp_path / "experiment" / "typo.yaml").write_text("# @package _global_\ncertify:\n  nn: 5\n")
+    with pytest.raises(ConfigCompositionException) as refused:
+        make_cfg(f"hydra.searchpath=[file://{tmp_path}]", "experiment=typo")
+    printed = f"{refused.value}\n{refused.value.__cause__}"
+    assert "Key 'nn' not in 'CertifyConfig'" in printed
+    assert "full_key: certify.nn" in printed
+
+
+def test_an_appended_certify_key_is_refused_naming_the_allowed_ones(make_cfg) -> None:
+    with pytest.raises(ConfigError, match=r"unknown certify keys \['nn'\]; allowed: \[.*'n0'.*'sigma_mode'"):
+        build_callbacks(make_cfg("+certify.nn=5"))
+
+
+def test_every_certify_setting_is_a_schema_field_and_a_key_of_the_default_yaml(make_cfg) -> None:
+    from dataclasses import fields
+
+    from rsbench.certify.settings import CHOICES, KEYS, SWITCHES, CertifyConfig
+
+    names = {f.name for f in fields(CertifyConfig)}
+    assert names == {*KEYS, *CHOICES, *SWITCHES}
+    assert set(make_cfg().certify) == names  # conf/certify/default.yaml sets each one (and nothing else)
 
 
 def test_train_false_needs_a_checkpoint(make_cfg) -> None:
@@ -278,7 +320,9 @@ def test_authors_protocol_trains_on_every_image_and_certifies_the_last_epoch(mak
     )
     assert (authors.dataset.val_size, authors.test_ckpt, authors.callbacks.model_checkpoint) == (0, "last", None)
     assert authors.callbacks.last_checkpoint.filename == "last"
-    assert (rsbench.certify.run_protocol, authors.certify.run_protocol) == ("rsbench", "authors")  # -> metrics.json
+    assert (rsbench.protocol_name, authors.protocol_name) == ("rsbench", "authors")  # -> metrics.json
+    (callback,) = [c for c in build_callbacks(authors) if isinstance(c, CertifyCallback)]
+    assert callback.run_protocol == "authors"
 
 
 @pytest.mark.parametrize("experiment", ["cohen2019_cifar10", "cohen2019_imagenet"])

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from hydra.utils import instantiate
 from numpy.polynomial.hermite_e import hermegauss
 from scipy.stats import norm
 from torch import nn
@@ -16,9 +17,10 @@ from torch import nn
 from rsbench.certify import sigma_search
 from rsbench.certify.data_dependent import SigmaSearch, memory_replay
 from rsbench.certify.records import CertificationRow, read_rows
-from rsbench.certify.sigma_search import optimize_sigma, paper_search, radius_proxy
-from rsbench.run import run
-from tests.conftest import QUIET, compose_config
+from rsbench.certify.settings import CertifySettings
+from rsbench.certify.sigma_search import optimize_sigma, radius_proxy
+from rsbench.runs.run import run
+from tests.helpers import QUIET, compose_config
 
 HALF_WIDTH, SCALE = 0.5, 8.0
 NODES, WEIGHTS = hermegauss(100)
@@ -130,13 +132,11 @@ def test_relu_objective_agrees_with_the_radius_where_it_is_positive() -> None:
         search("hinge")
 
 
-def test_certification_search_takes_the_papers_n_and_objective_for_the_models_method() -> None:
-    assert paper_search("macer") == paper_search("ddrs_macer") == (8, "radius")
-    assert paper_search("smoothadv") == paper_search("ddrs_smoothadv") == (1, "relu_radius")
-    assert paper_search("gaussian") == paper_search("consistency") == (1, "radius")
-    assert SigmaSearch().for_method("ddrs_macer") == SigmaSearch(samples=8, objective="radius")
+def test_certification_search_takes_the_methods_n_and_objective_else_the_papers_default() -> None:
+    assert SigmaSearch().with_defaults(samples=8) == SigmaSearch(samples=8, objective="radius")
+    assert SigmaSearch().with_defaults(objective="relu_radius") == SigmaSearch(samples=1, objective="relu_radius")
     explicit = SigmaSearch(samples=64, objective="radius")
-    assert explicit.for_method("smoothadv") == explicit  # explicit settings win
+    assert explicit.with_defaults(samples=8, objective="relu_radius") == explicit  # explicit settings win
     with pytest.raises(ValueError, match="sigma_objective must be one of"):
         SigmaSearch(objective="hinge")
 
@@ -199,23 +199,16 @@ def test_memory_replay_leaves_no_overlapping_balls_of_different_classes() -> Non
     assert [r.predict for r in replayed if r.idx % 10 == 0] == [-1] * 20  # abstentions pass through
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    output_dir = tmp_path_factory.mktemp("trained")
-    run(compose_config(*QUIET, "experiment=smoke", "certify=off", output_dir=output_dir))
-    return output_dir / "checkpoints" / "best.ckpt"
-
-
 @pytest.mark.parametrize("sigma_mode", ["data_dependent", "memory"])
 def test_data_dependent_modes_say_they_are_not_sound_and_report_the_sound_one_beside(
-    checkpoint: Path, tmp_path: Path, sigma_mode: str
+    smoke_checkpoint: Path, tmp_path: Path, sigma_mode: str
 ) -> None:
     run(
         compose_config(
             *QUIET,
             "experiment=smoke",
             "train=false",
-            f"ckpt_path={checkpoint}",
+            f"ckpt_path={smoke_checkpoint}",
             f"certify.sigma_mode={sigma_mode}",
             "certify.sigma_iters=3",
             "certify.sigma_lr=0.01",
@@ -240,3 +233,27 @@ def test_data_dependent_modes_say_they_are_not_sound_and_report_the_sound_one_be
     if sigma_mode == "memory":
         assert set(metrics["memory"]) == {"order", "memory_size", "shrunk", "switched"}
         assert (tmp_path / "certify_data_dependent.tsv").exists()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "defaults"),
+    [
+        (["method=macer"], {"sigma_samples": 8}),
+        (["method=smoothadv"], {"sigma_objective": "relu_radius"}),
+        (["method=ddrs", "method.base=macer"], {"sigma_samples": 8, "sigma_objective": "radius"}),
+        (["method=ddrs", "method.base=smoothadv"], {"sigma_samples": 1, "sigma_objective": "relu_radius"}),
+        (["method=gaussian"], {}),
+    ],
+)
+def test_the_papers_certification_search_per_method_comes_from_the_methods_config(make_cfg, overrides, defaults):
+    """The DDRS paper certifies MACER models with n = 8 and SmoothAdv ones with relu(R): each method's YAML says so."""
+    cfg = make_cfg(*overrides, "certify.sigma_mode=data_dependent")
+    module = instantiate(cfg.method, net=instantiate(cfg.arch), optimizer=instantiate(cfg.optimizer))
+    assert module.certify_defaults == defaults
+    settings = CertifySettings.from_config(cfg.certify).with_defaults(module.certify_defaults)
+    assert settings.data_dependent is not None
+    search = settings.data_dependent.search
+    assert (search.samples, search.objective) == (
+        defaults.get("sigma_samples", 1),
+        defaults.get("sigma_objective", "radius"),
+    )

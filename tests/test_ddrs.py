@@ -18,7 +18,7 @@ from rsbench.methods import ddrs
 from rsbench.methods.base import Batch
 from rsbench.methods.ddrs import MEMORY_KEY, data_dependent
 from rsbench.methods.gaussian import GaussianAugmentation
-from tests.conftest import quiet_trainer
+from tests.helpers import quiet_trainer
 
 SGD = functools.partial(torch.optim.SGD, lr=0.05)
 
@@ -134,8 +134,10 @@ def test_config_builds_each_base(make_cfg, base: str) -> None:
 @pytest.mark.parametrize(
     ("base", "objective"), [("gaussian", "radius"), ("smoothadv", "relu_radius"), ("macer", "radius")]
 )
-def test_search_objective_is_the_authors_for_each_base(base: str, objective: str, monkeypatch) -> None:
-    module = build(base)
+def test_search_objective_is_the_authors_for_each_base(make_cfg, base: str, objective: str, monkeypatch) -> None:
+    cfg = make_cfg("method=ddrs", f"method.base={base}", "sigma=0.5")
+    assert cfg.method.sigma_objective == objective  # conf/method/ddrs.yaml: the authors' per base
+    module = build(base, sigma_objective=cfg.method.sigma_objective)
     assert module.sigma_objective == objective
     assert build(base, sigma_objective="radius").sigma_objective == "radius"
     seen: list[str] = []

@@ -18,16 +18,16 @@ from torch import Tensor, nn
 
 from rsbench.archs import Classifier
 from rsbench.archs.denoiser import DenoisedClassifier, DnCNN
-from rsbench.certify.models import denoised
 from rsbench.certify.pipeline import Subject
 from rsbench.certify.records import read_rows
+from rsbench.checkpoint import make_checkpoint, write_checkpoint
 from rsbench.errors import CheckpointMismatchError
-from rsbench.methods.base import SIGNATURE_KEY, Batch
+from rsbench.methods.base import Batch
 from rsbench.methods.denoiser import DenoiserTraining
 from rsbench.methods.standard import StandardTraining
-from rsbench.run import run
-from tests.conftest import QUIET, compose_config
-from tests.test_certify_models import certify, rows
+from rsbench.models.builders import denoised
+from rsbench.runs.run import run
+from tests.helpers import QUIET, certify, compose_config, rows, save_checkpoint
 
 # float32 arithmetic on numbers of order 1: 1e-6 is far above rounding and far below any wrong formula.
 TOL = 1e-6
@@ -48,14 +48,6 @@ def linear_classifier(batch_norm: bool = False) -> Classifier:
     return Classifier("linear", nn.Sequential(*layers), {"kind": "identity"})
 
 
-def save_classifier(classifier: Classifier, path: Path, sigma: float = 0.25) -> Path:
-    """An rsbench checkpoint of ``classifier`` (signature + ``net.*`` weights), as a training run writes it."""
-    state = {f"net.{key}": value for key, value in classifier.state_dict().items()}
-    signature = {**classifier.signature(), "sigma": sigma, "method": "standard"}
-    torch.save({SIGNATURE_KEY: signature, "state_dict": state}, path)
-    return path
-
-
 class FixedNoise(DenoiserTraining):
     """The method with its N(0, I) draws replaced by :data:`NOISE`."""
 
@@ -64,7 +56,7 @@ class FixedNoise(DenoiserTraining):
 
 
 def module(tmp_path: Path, objective: str, batch_norm: bool = False, **kwargs: object) -> DenoiserTraining:
-    path = save_classifier(linear_classifier(batch_norm), tmp_path / "classifier.ckpt")
+    path = save_checkpoint(linear_classifier(batch_norm), tmp_path / "classifier.ckpt")
     return FixedNoise(
         linear_classifier(batch_norm),
         SIGMA,
@@ -173,14 +165,13 @@ def test_init_ckpt_takes_the_denoiser_of_an_mse_run_and_refuses_another_sigma(tm
         for parameter in mse.net.denoiser.parameters():  # type: ignore[union-attr]
             parameter.add_(0.01)
     path = tmp_path / "mse.ckpt"
-    state = {f"net.{k}": v for k, v in mse.net.state_dict().items()}
-    torch.save({SIGNATURE_KEY: {**mse.signature(), "method": "denoiser"}, "state_dict": state}, path)
+    write_checkpoint(make_checkpoint(mse.net, mse.sigma, "denoiser"), path)
     stab = module(tmp_path, "stability", init_ckpt=str(path))
     assert all(
         torch.equal(a, b)
         for a, b in zip(stab.net.denoiser.state_dict().values(), mse.net.denoiser.state_dict().values(), strict=True)  # type: ignore[union-attr]
     )
-    torch.save({SIGNATURE_KEY: {**mse.signature(), "sigma": 1.0}, "state_dict": state}, path)
+    write_checkpoint(make_checkpoint(mse.net, 1.0, "denoiser"), path)
     with pytest.raises(CheckpointMismatchError, match="sigma"):
         module(tmp_path, "stability", init_ckpt=str(path))
     assert module(tmp_path, "stability", init_ckpt=str(path), allow_sigma_mismatch=True).sigma == SIGMA
@@ -240,7 +231,7 @@ def test_method_denoiser_config_composes_and_instantiates(standard_run: Path, ma
 
 
 def test_a_classifier_checkpoint_is_not_taken_for_a_denoiser(tmp_path: Path) -> None:
-    path = save_classifier(linear_classifier(), tmp_path / "classifier.ckpt")
+    path = save_checkpoint(linear_classifier(), tmp_path / "classifier.ckpt")
     subject = Subject(linear_classifier(), 2, 0.25)
     with pytest.raises(CheckpointMismatchError, match="is not a denoiser checkpoint"):
         denoised(subject, str(path))

@@ -13,8 +13,7 @@ from torch import Tensor, nn
 from rsbench.archs import build_classifier
 from rsbench.archs.diffusion import DiffusionDenoiser, diffusion_timestep, load_diffusion
 from rsbench.errors import ConfigError
-from tests.test_certify_models import certify
-from tests.test_denoiser import save_classifier
+from tests.helpers import certify, save_checkpoint
 
 diffusers = pytest.importorskip("diffusers")
 
@@ -104,7 +103,7 @@ def save_tiny_ddpm(directory: Path) -> Path:
 def test_certify_through_a_tiny_diffusion_model_offline(tmp_path: Path) -> None:
     ddpm = save_tiny_ddpm(tmp_path / "ddpm")
     lenet = build_classifier("lenet", 10, {"kind": "identity"}, 1)
-    classifier = save_classifier(lenet, tmp_path / "lenet.ckpt")
+    classifier = save_checkpoint(lenet, tmp_path / "lenet.ckpt")
     metrics = certify(
         tmp_path / "out",
         "model=diffusion",

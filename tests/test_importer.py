@@ -18,12 +18,12 @@ import torch.nn.functional as F
 from torch import nn
 from torchvision.models import resnet18, resnet50
 
-from rsbench.certify.models import checkpoint as checkpoint_subject
 from rsbench.errors import CheckpointMismatchError, ConfigError, UnsafeFileError
 from rsbench.importer import DatasetFacts, import_checkpoint, save_imported
 from rsbench.importer.convert import IMPORT_KEY
 from rsbench.loading import load_weights_only
-from tests.conftest import compose_config
+from rsbench.models.builders import checkpoint as checkpoint_subject
+from tests.helpers import compose_config
 
 C10_MEAN, C10_STD = [0.4914, 0.4822, 0.4465], [0.2023, 0.1994, 0.2010]  # locuslab/smoothing datasets.py
 C100_MEAN, C100_STD = [0.5071, 0.4867, 0.4408], [0.2675, 0.2565, 0.2761]  # smoothing-catrs datasets.py

@@ -33,8 +33,7 @@ from rsbench.methods.catrs import CATRS, bottom_k_loss, worst_case_kl
 from rsbench.methods.smoothadv import SmoothAdv, warmed_up_epsilon
 from rsbench.methods.smoothmix import SmoothMix, warmup_factor
 from rsbench.methods.teacher import TeacherKey, cache_path, load_teacher, teacher_soft_labels
-from tests.conftest import quiet_trainer
-from tests.test_methods import identity_linear
+from tests.helpers import identity_linear, quiet_trainer, save_checkpoint
 
 SGD = functools.partial(torch.optim.SGD, lr=0.1)
 IDENTITY = ([[1.0, 0.0], [0.0, 1.0]], [0.0, 0.0])
@@ -500,15 +499,9 @@ def test_catrs_without_a_teacher_says_how_to_train_one(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------------- teacher
 
 
-def save_teacher(path: Path, net: Classifier, sigma: float = 0.25) -> Path:
-    state = {f"net.{k}": v for k, v in net.state_dict().items()}
-    torch.save({"state_dict": state, "rsbench": {**net.signature(), "sigma": sigma, "method": "gaussian"}}, path)
-    return path
-
-
 def test_teacher_checkpoint_is_loaded_and_checked(tmp_path: Path) -> None:
     saved = identity_linear([[2.0, 0.0], [0.0, 3.0]], [0.5, 0.0])
-    path = save_teacher(tmp_path / "t.ckpt", saved, sigma=0.12)
+    path = save_checkpoint(saved, tmp_path / "t.ckpt", sigma=0.12, method="gaussian")
     teacher, sigma = load_teacher(path, identity_linear(*IDENTITY))
     assert sigma == 0.12
     assert torch.equal(teacher.state_dict()["1.1.weight"], saved.state_dict()["1.1.weight"])
@@ -555,7 +548,9 @@ def test_catrs_labels_the_training_set_when_fit_starts(tmp_path: Path) -> None:
     datamodule = ImageDataModule(
         "toy", "mnist", source, 2, [1, 1, 2], {"kind": "identity"}, str(tmp_path), batch_size=4, val_size=2
     )
-    path = save_teacher(tmp_path / "teacher.ckpt", identity_linear([[5.0, 0.0], [0.0, 5.0]], [0.0, 0.0]))
+    path = save_checkpoint(
+        identity_linear([[5.0, 0.0], [0.0, 5.0]], [0.0, 0.0]), tmp_path / "teacher.ckpt", method="gaussian"
+    )
     module = CATRS(
         net=identity_linear(*IDENTITY),
         sigma=0.5,

@@ -23,7 +23,7 @@ from rsbench.methods.base import Batch, SmoothingModule
 from rsbench.methods.consistency import ConsistencyRegularization
 from rsbench.methods.macer import MACER
 from rsbench.methods.stability import StabilityTraining
-from tests.conftest import quiet_trainer
+from tests.helpers import quiet_trainer
 
 SGD = functools.partial(torch.optim.SGD, lr=0.1)
 LN3 = math.log(3.0)

@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 from hydra.core.global_hydra import GlobalHydra
 
-from rsbench.naming import MAX_DIRNAME, job_dirname
-from tests.conftest import ROOT, compose_config
+from rsbench.runs.naming import MAX_DIRNAME, job_dirname
+from tests.helpers import ROOT, compose_config
 
 
 def test_wandb_runs_are_named_grouped_and_tagged_by_their_overrides(tmp_path: Path) -> None:

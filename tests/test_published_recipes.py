@@ -25,7 +25,7 @@ from omegaconf import DictConfig
 
 import rsbench  # noqa: F401  (registers the rs.lookup resolver the configs use)
 from rsbench.report.released import logged_rates, training_logs
-from tests.conftest import ComposeFn
+from tests.helpers import ComposeFn
 
 FIXTURE = yaml.safe_load((Path(__file__).parent / "published" / "commands.yaml").read_text())
 SCRIPTS: dict[str, dict[str, Any]] = FIXTURE["scripts"]

@@ -23,12 +23,9 @@ from rsbench.certify.records import (
 from rsbench.certify.subset import certification_indices
 from rsbench.certify.summary import summarize, write_metrics
 from rsbench.errors import ProtocolMismatchError
+from tests.helpers import row
 
 PROTOCOL = {"n0": 100, "n": 1000, "alpha": 0.001, "sigma": 0.25, "seed": 0, "max_images": 10}
-
-
-def row(idx: int, radius: float = 0.5, correct: bool = True, predict: int = 3) -> CertificationRow:
-    return CertificationRow(idx, 3, predict, radius, correct, 0.5, 990, 1000, 0.97, 0.25)
 
 
 def test_row_round_trips_at_full_precision() -> None:

@@ -21,32 +21,22 @@ from omegaconf import DictConfig
 from rsbench.certify.bounds import radius_cap
 from rsbench.certify.records import COLUMNS, read_rows
 from rsbench.errors import CheckpointMismatchError, ProtocolMismatchError
-from rsbench.run import run
-from tests.conftest import QUIET, ROOT, compose_config
-
-SMOKE = ("experiment=smoke", *QUIET)
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One smoke training run shared by the tests of this module; returns its output directory."""
-    output_dir = tmp_path_factory.mktemp("trained")
-    run(compose_config(*SMOKE, output_dir=output_dir))
-    return output_dir
+from rsbench.runs.run import run
+from tests.helpers import ROOT, SMOKE, compose_config
 
 
 def certify_cfg(checkpoint: Path, output_dir: Path, *overrides: str) -> DictConfig:
     return compose_config(*SMOKE, "train=false", f"ckpt_path={checkpoint}", *overrides, output_dir=output_dir)
 
 
-def test_smoke_run_writes_the_output_contract(trained: Path) -> None:
-    tsv = (trained / "certify.tsv").read_text().splitlines()
+def test_smoke_run_writes_the_output_contract(smoke_run: Path) -> None:
+    tsv = (smoke_run / "certify.tsv").read_text().splitlines()
     assert tuple(tsv[0].split("\t")) == COLUMNS
     assert tsv[0].split("\t")[:6] == ["idx", "label", "predict", "radius", "correct", "time"]
-    rows = read_rows(trained / "certify.tsv")
+    rows = read_rows(smoke_run / "certify.tsv")
     assert [r.idx for r in rows] == list(range(8))  # certify=smoke: max_images=8
 
-    metrics = json.loads((trained / "metrics.json").read_text())
+    metrics = json.loads((smoke_run / "metrics.json").read_text())
     for key in ("acr", "certified_accuracy", "abstain_rate", "num_images", "method", "dataset", "arch", "sigma"):
         assert key in metrics
     assert (metrics["n0"], metrics["n"], metrics["alpha"]) == (16, 200, 0.01)
@@ -66,13 +56,13 @@ def test_smoke_run_writes_the_output_contract(trained: Path) -> None:
         assert value == pytest.approx(float(np.mean(correct & (radii >= float(key)))))
     assert metrics["abstain_rate"] == pytest.approx(float(np.mean([r.predict == -1 for r in rows])))
 
-    assert (trained / "certified_accuracy.png").stat().st_size > 1000
-    assert (trained / "checkpoints" / "best.ckpt").is_file()
-    assert (trained / "checkpoints" / "last.ckpt").is_file()
+    assert (smoke_run / "certified_accuracy.png").stat().st_size > 1000
+    assert (smoke_run / "checkpoints" / "best.ckpt").is_file()
+    assert (smoke_run / "checkpoints" / "last.ckpt").is_file()
 
 
-def test_checkpoint_records_signature(trained: Path) -> None:
-    checkpoint = torch.load(trained / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+def test_checkpoint_records_signature(smoke_run: Path) -> None:
+    checkpoint = torch.load(smoke_run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
     assert checkpoint["rsbench"] == {
         "arch": "lenet",
         "num_classes": 10,
@@ -82,17 +72,17 @@ def test_checkpoint_records_signature(trained: Path) -> None:
     }
 
 
-def test_certify_a_checkpoint_without_training_on_a_chosen_subset(trained: Path, tmp_path: Path) -> None:
+def test_certify_a_checkpoint_without_training_on_a_chosen_subset(smoke_run: Path, tmp_path: Path) -> None:
     overrides = ("certify.start=3", "certify.skip=2", "certify.max_images=5")
-    acr = run(certify_cfg(trained / "checkpoints" / "best.ckpt", tmp_path, *overrides))
+    acr = run(certify_cfg(smoke_run / "checkpoints" / "best.ckpt", tmp_path, *overrides))
     rows = read_rows(tmp_path / "certify.tsv")
     assert [r.idx for r in rows] == [3, 5, 7, 9, 11]
     assert acr == pytest.approx(json.loads((tmp_path / "metrics.json").read_text())["acr"], rel=1e-6)
     assert not (tmp_path / "checkpoints").exists()
 
 
-def test_certification_is_reproducible_and_extends_without_recomputing(trained: Path, tmp_path: Path) -> None:
-    checkpoint = trained / "checkpoints" / "best.ckpt"
+def test_certification_is_reproducible_and_extends_without_recomputing(smoke_run: Path, tmp_path: Path) -> None:
+    checkpoint = smoke_run / "checkpoints" / "best.ckpt"
     run(certify_cfg(checkpoint, tmp_path / "a", "certify.max_images=3"))
     first = (tmp_path / "a" / "certify.tsv").read_text()
     run(certify_cfg(checkpoint, tmp_path / "a", "certify.max_images=6"))
@@ -104,8 +94,8 @@ def test_certification_is_reproducible_and_extends_without_recomputing(trained: 
     assert strip == [(r.idx, r.predict, r.radius, r.count) for r in fresh]
 
 
-def test_other_protocol_in_the_same_directory_is_refused_and_nothing_is_lost(trained: Path, tmp_path: Path) -> None:
-    checkpoint = trained / "checkpoints" / "best.ckpt"
+def test_other_protocol_in_the_same_directory_is_refused_and_nothing_is_lost(smoke_run: Path, tmp_path: Path) -> None:
+    checkpoint = smoke_run / "checkpoints" / "best.ckpt"
     run(certify_cfg(checkpoint, tmp_path, "certify.max_images=2"))
     before = (tmp_path / "certify.tsv").read_text()
     with pytest.raises(ProtocolMismatchError, match="n: stored 200, requested 300"):
@@ -122,21 +112,21 @@ def test_other_protocol_in_the_same_directory_is_refused_and_nothing_is_lost(tra
         ("dataset.num_classes=7", "num_classes: checkpoint has 10, this run expects 7"),
     ],
 )
-def test_mismatched_checkpoint_is_refused_by_name(trained: Path, tmp_path: Path, override: str, message: str) -> None:
-    checkpoint = trained / "checkpoints" / "best.ckpt"
+def test_mismatched_checkpoint_is_refused_by_name(smoke_run: Path, tmp_path: Path, override: str, message: str) -> None:
+    checkpoint = smoke_run / "checkpoints" / "best.ckpt"
     with pytest.raises(CheckpointMismatchError, match=message) as error:
         run(certify_cfg(checkpoint, tmp_path, *override.split()))
     assert str(checkpoint) in str(error.value)
 
 
-def test_sigma_mismatch_can_be_allowed_on_purpose(trained: Path, tmp_path: Path) -> None:
-    cfg = certify_cfg(trained / "checkpoints" / "best.ckpt", tmp_path, "sigma=0.5", "allow_sigma_mismatch=true")
+def test_sigma_mismatch_can_be_allowed_on_purpose(smoke_run: Path, tmp_path: Path) -> None:
+    cfg = certify_cfg(smoke_run / "checkpoints" / "best.ckpt", tmp_path, "sigma=0.5", "allow_sigma_mismatch=true")
     run(cfg)
     assert json.loads((tmp_path / "metrics.json").read_text())["sigma"] == 0.5
 
 
-def test_training_resumes_from_a_checkpoint(trained: Path, tmp_path: Path) -> None:
-    last = trained / "checkpoints" / "last.ckpt"
+def test_training_resumes_from_a_checkpoint(smoke_run: Path, tmp_path: Path) -> None:
+    last = smoke_run / "checkpoints" / "last.ckpt"
     cfg = compose_config(*SMOKE, f"ckpt_path={last}", "trainer.max_epochs=2", "certify=off", output_dir=tmp_path)
     run(cfg)
     first = torch.load(last, map_location="cpu", weights_only=False)
@@ -148,7 +138,7 @@ def test_training_resumes_from_a_checkpoint(trained: Path, tmp_path: Path) -> No
 def test_last_checkpoint_is_the_latest_epoch(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     # lr = 0: the validation accuracy never improves after the first epoch, so the best epoch (0) is not the last (2)
     overrides = ("trainer.max_epochs=3", "optimizer.lr=0.0", "certify=off", "test_ckpt=last")
-    with caplog.at_level(logging.INFO, logger="rsbench.run"):
+    with caplog.at_level(logging.INFO, logger="rsbench.runs.run"):
         run(compose_config(*SMOKE, *overrides, output_dir=tmp_path))
     best = torch.load(tmp_path / "checkpoints" / "best.ckpt", map_location="cpu", weights_only=False)
     last = torch.load(tmp_path / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
@@ -157,7 +147,7 @@ def test_last_checkpoint_is_the_latest_epoch(tmp_path: Path, caplog: pytest.LogC
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["best.ckpt", "last.ckpt"]
 
 
-def test_wandb_logger_gets_config_curve_table_and_artifact(trained: Path, tmp_path: Path, monkeypatch) -> None:
+def test_wandb_logger_gets_config_curve_table_and_artifact(smoke_run: Path, tmp_path: Path, monkeypatch) -> None:
     """A real offline W&B run; its calls are recorded on the way through (nothing is mocked out)."""
     seen: dict[str, object] = {"logged": set(), "artifacts": []}
     original_log, original_artifact, original_finish = wandb.Run.log, wandb.Run.log_artifact, wandb.Run.finish
@@ -194,9 +184,9 @@ def rsbench_command(*overrides: str) -> list[str]:
     return [sys.executable, "-m", "rsbench", *overrides]
 
 
-def test_interrupted_certification_resumes_without_losing_or_duplicating_rows(trained: Path, tmp_path: Path) -> None:
+def test_interrupted_certification_resumes_without_losing_or_duplicating_rows(smoke_run: Path, tmp_path: Path) -> None:
     """kill -9 a certification in the middle, rerun it into the same directory, compare to an uninterrupted run."""
-    checkpoint = trained / "checkpoints" / "best.ckpt"
+    checkpoint = smoke_run / "checkpoints" / "best.ckpt"
     overrides = (
         "train=false",
         f"ckpt_path={checkpoint}",

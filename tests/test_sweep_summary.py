@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from rsbench.lock import RunLock, is_held
-from rsbench.status import write_status
-from rsbench.sweep import ELSEWHERE, SUMMARY, SweepSummary
+from rsbench.runs.lock import RunLock, is_held
+from rsbench.runs.status import write_status
+from rsbench.runs.sweep import ELSEWHERE, SUMMARY, SweepSummary
 
 
 def summarise(sweep: Path) -> dict[str, str]:

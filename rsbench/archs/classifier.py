@@ -10,7 +10,6 @@ import torch
 from torch import nn
 
 from rsbench.archs.input_layer import InputLayer
-from rsbench.errors import CheckpointMismatchError
 
 
 class Classifier(nn.Sequential):
@@ -18,7 +17,7 @@ class Classifier(nn.Sequential):
 
     It maps images in [0,1] pixel space to logits, so noise is always added before normalization. The
     state-dict keys are ``1.<net keys>``, Cohen et al.'s layout. :meth:`signature` names what a checkpoint must
-    agree on to be loaded into this model.
+    agree on to be loaded into this model (:func:`rsbench.checkpoint.check_signature` compares them).
 
     Args:
         arch: the architecture's name, recorded in checkpoints (e.g. ``cifar_resnet110``).
@@ -50,41 +49,6 @@ class Classifier(nn.Sequential):
     def signature(self) -> dict[str, Any]:
         """What identifies this model in a checkpoint: architecture, class count and input layer."""
         return {"arch": self.arch, "num_classes": self.num_classes, "input_layer": self.input_layer.spec()}
-
-
-def check_signature(saved: Mapping[str, Any], expected: Mapping[str, Any], source: str = "checkpoint") -> None:
-    """Raise :class:`CheckpointMismatchError` naming every field where ``saved`` differs from ``expected``.
-
-    Args:
-        saved: the signature stored in the checkpoint.
-        expected: the signature of the model (and run) it is being loaded into.
-        source: how to name the checkpoint in the message (e.g. its path).
-    """
-    problems = []
-    for key, want in expected.items():
-        have = saved.get(key, "<missing>")
-        if not _same(have, want):
-            problems.append(f"  {key}: checkpoint has {have!r}, this run expects {want!r}{_HINTS.get(key, '')}")
-    if problems:
-        raise CheckpointMismatchError(f"{source} does not fit the requested model:\n" + "\n".join(problems))
-
-
-_HINTS = {
-    "arch": " (choose it with arch=<name>)",
-    "num_classes": " (choose the dataset it was trained on: dataset=<name>)",
-    "input_layer": " (choose the dataset it was trained on, or set dataset.input_layer to the checkpoint's)",
-    "sigma": " (pass the training sigma, or allow_sigma_mismatch=true to load it at another sigma on purpose)",
-}
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, float | int) and isinstance(b, float | int) and not isinstance(a, bool):
-        return abs(float(a) - float(b)) <= 1e-9 * max(1.0, abs(float(b)))
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    return bool(a == b)
 
 
 def weights_fingerprint(model: nn.Module) -> str:

@@ -19,7 +19,7 @@ same images with n0 + n noisy samples per image:
 
 It prints noisy samples per second (median over repeats) and each variant's ratio to the forward pass and to ART.
 ``--ensemble K`` (default 3; 0 skips it) then times an ensemble of K randomly initialised copies of the architecture
-(:class:`rsbench.certify.ensemble.Ensemble`, mean logits) against K single certifications of the same images, one
+(:class:`rsbench.models.ensemble.Ensemble`, mean logits) against K single certifications of the same images, one
 per member: the ensemble draws each noisy sample once and shows it to every member.
 ``--memory`` certifies one 3x224x224 input at growing n, each in a fresh process, with rsbench (and at small n with
 ART, whose host noise array grows with n) and prints each process's peak resident memory. ``--allocators`` instead
@@ -43,11 +43,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from rsbench.allocator import GLIBC_TUNABLES, OPT_OUT, reexec_with_fast_allocator
 from rsbench.archs import CifarResNet, Classifier, LeNet
 from rsbench.archs.resnet import imagenet_resnet50
-from rsbench.certify.ensemble import Ensemble
 from rsbench.certify.smooth import Smooth
+from rsbench.models.ensemble import Ensemble
+from rsbench.runs.allocator import GLIBC_TUNABLES, OPT_OUT, reexec_with_fast_allocator
 
 NORMALIZE = {"kind": "normalize", "mean": [0.5] * 3, "std": [0.25] * 3}
 MODELS: dict[str, Callable[[], tuple[nn.Module, tuple[int, int, int]]]] = {

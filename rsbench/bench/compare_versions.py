@@ -22,15 +22,16 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import torch
 
-from rsbench.allocator import reexec_with_fast_allocator
-from rsbench.resolvers import register_resolvers
+from rsbench.archs import build_classifier
+from rsbench.runs.allocator import reexec_with_fast_allocator
+from rsbench.runs.resolvers import register_resolvers
 
 SHAPES = {"lenet": (1, 28, 28), "cifar_resnet20": (3, 32, 32), "cifar_resnet110": (3, 32, 32)}
 NORMALIZE = {"kind": "normalize", "mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25]}
@@ -58,21 +59,35 @@ def imported_copy(checkout: Path, name: str, workdir: Path) -> Iterator[ModuleTy
         register_resolvers()
 
 
+def certify_callback(package: str, settings: dict[str, Any]) -> Callable[[str], Any]:
+    """``output_dir -> CertifyCallback`` of the version in ``package``, certifying with the flat ``settings``.
+
+    Since the run layer became a package the callback is ``runs.certify_callback.CertifyCallback(settings,
+    output_dir)``; before, ``callbacks.CertifyCallback(output_dir=..., **flat settings)``.
+    """
+    try:
+        callback = importlib.import_module(f"{package}.runs.certify_callback").CertifyCallback
+    except ModuleNotFoundError:
+        old = importlib.import_module(f"{package}.callbacks").CertifyCallback
+        return lambda output_dir: old(output_dir=output_dir, **settings)
+    grouped = importlib.import_module(f"{package}.certify.settings").CertifySettings.from_keys(**settings)
+    return lambda output_dir: callback(grouped, output_dir)
+
+
 class Version:
     """One checkout's pipeline, driven as a test epoch of a trained LeNet or CIFAR ResNet would drive it."""
 
     def __init__(self, package: str, arch: str, state: dict[str, torch.Tensor], args: argparse.Namespace) -> None:
         archs = importlib.import_module(f"{package}.archs")
         methods = importlib.import_module(f"{package}.methods")
-        callbacks = importlib.import_module(f"{package}.callbacks")
         shape = SHAPES[arch]
         layer = {"kind": "identity"} if shape[0] == 1 else NORMALIZE
         net = archs.build_classifier(arch, 10, layer, shape[0])
         net.load_state_dict(state)
         self.module = methods.GaussianAugmentation(net, sigma=args.sigma, optimizer=torch.optim.SGD)
         self.module.log = lambda *a, **k: None  # the pipeline's logging to Lightning is not what is timed
-        self.callback_class = callbacks.CertifyCallback
-        self.settings = {"n0": args.n0, "n": args.n, "batch_size": args.batch_size, "alpha": 0.001}
+        settings = {"n0": args.n0, "n": args.n, "batch_size": args.batch_size, "alpha": 0.001}
+        self.callback = certify_callback(package, settings)
 
     def certify(self, images: list[tuple[torch.Tensor, int]], output_dir: Path) -> None:
         """One ``on_test_epoch_end`` over ``images`` into ``output_dir``."""
@@ -80,7 +95,7 @@ class Version:
         trainer: Any = SimpleNamespace(
             datamodule=datamodule, default_root_dir=str(output_dir), global_rank=0, world_size=1, loggers=[]
         )
-        self.callback_class(output_dir=str(output_dir), **self.settings).on_test_epoch_end(trainer, self.module)
+        self.callback(str(output_dir)).on_test_epoch_end(trainer, self.module)
 
 
 def forward_rate(net: torch.nn.Module, shape: tuple[int, ...], samples: int, batch_size: int, sigma: float) -> float:
@@ -95,11 +110,9 @@ def forward_rate(net: torch.nn.Module, shape: tuple[int, ...], samples: int, bat
 
 def compare(arch: str, versions: dict[str, str], args: argparse.Namespace, workdir: Path) -> None:
     """Alternate the versions ``args.repeats`` times on ``arch`` and print medians and ratios."""
-    import rsbench.archs
-
     torch.manual_seed(0)
     shape = SHAPES[arch]
-    reference = rsbench.archs.build_classifier(arch, 10, NORMALIZE if shape[0] == 3 else {"kind": "identity"}, shape[0])
+    reference = build_classifier(arch, 10, NORMALIZE if shape[0] == 3 else {"kind": "identity"}, shape[0])
     state = reference.state_dict()
     images = [(torch.rand(*shape), i % 10) for i in range(args.images)]
     runs = {label: Version(package, arch, state, args) for label, package in versions.items()}

@@ -29,10 +29,10 @@ from hydra.utils import instantiate
 from omegaconf import open_dict
 from torch.utils.data import DataLoader, TensorDataset
 
-from rsbench.allocator import reexec_with_fast_allocator
-from rsbench.cli import config_dir
 from rsbench.methods.base import SmoothingModule
 from rsbench.methods.catrs import CATRS
+from rsbench.runs.allocator import reexec_with_fast_allocator
+from rsbench.runs.cli import config_dir
 
 CONF_DIR = config_dir()
 

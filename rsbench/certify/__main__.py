@@ -13,8 +13,9 @@ from hydra.errors import InstantiationException
 from omegaconf import DictConfig
 from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
 
-from rsbench.allocator import reexec_with_fast_allocator
 from rsbench.errors import RsbenchError
+from rsbench.runs.allocator import reexec_with_fast_allocator
+from rsbench.runs.cli import is_query
 
 log = logging.getLogger("rsbench")
 
@@ -26,7 +27,7 @@ def main(cfg: DictConfig) -> float | None:
     Errors in the request (a bad value, a missing file, weights that do not fit) end the run with their message
     and exit status 2, without a traceback; rows already written are kept.
     """
-    from rsbench.certify.command import certify_model
+    from rsbench.runs.certify_model import certify_model
 
     try:
         return certify_model(cfg)
@@ -37,4 +38,8 @@ def main(cfg: DictConfig) -> float | None:
 
 if __name__ == "__main__":
     reexec_with_fast_allocator("rsbench.certify")
+    if not is_query(sys.argv[1:]):  # the settings' schema loads torch: only for a run (queries stay instant)
+        from rsbench.runs.schemas import register_schemas
+
+        register_schemas()
     main()

@@ -24,10 +24,12 @@ from torch import Tensor
 
 from rsbench.certify.records import CertificationRow
 from rsbench.certify.seeding import make_generator
-from rsbench.certify.sigma_search import OBJECTIVES, optimize_sigma, paper_search
+from rsbench.certify.sigma_search import OBJECTIVES, optimize_sigma
 from rsbench.certify.smooth import Certificate, Smooth, eval_mode
 
 SIGMA_SEARCH = 3  # the seeding phase of the sigma-search noise (selection 0, estimation 1, prediction 2)
+DEFAULT_SAMPLES = 1  # the DDRS paper's n "unless stated otherwise" (Sec. 4)
+DEFAULT_OBJECTIVE = "radius"  # the proxy itself, as OptimzeSigma and most of the authors' scripts
 
 UNSOUND_NOTE = (
     "data-dependent sigma: Cohen radius at each input's own sigma, NOT a sound certificate for the input-dependent "
@@ -46,10 +48,10 @@ class SigmaSearch:
     Attributes:
         iterations: K, gradient-ascent steps.
         lr: alpha, the ascent step size.
-        samples: n, noise draws per input and step; ``None``: the paper's for the model's method (:meth:`for_method`).
+        samples: n, noise draws per input and step; ``None``: the model's method's (:meth:`with_defaults`).
         init: sigma_0; ``None`` starts from the certification sigma.
         min_sigma: sigma never goes below this.
-        objective: ``radius`` or ``relu_radius``; ``None``: the authors' for the model's method.
+        objective: ``radius`` or ``relu_radius``; ``None``: the model's method's.
     """
 
     iterations: int = 100
@@ -71,17 +73,17 @@ class SigmaSearch:
         if self.objective is not None and self.objective not in OBJECTIVES:
             raise ValueError(f"sigma_objective must be one of {list(OBJECTIVES)} (or null), got {self.objective!r}")
 
-    def for_method(self, method: str) -> SigmaSearch:
-        """These settings, an unset n and objective taken from the DDRS paper for a model trained by ``method``.
+    def with_defaults(self, samples: int | None = None, objective: str | None = None) -> SigmaSearch:
+        """These settings with an unset n and objective taken from ``samples`` and ``objective``, else the paper's.
 
-        See :func:`~rsbench.certify.sigma_search.paper_search`: n = 8 for MACER models, else 1; ``relu_radius`` for
-        SmoothAdv models, else ``radius``.
+        The caller passes the certified model's method's values (its config's ``certify_defaults``: the DDRS paper
+        certifies MACER models with n = 8 and the authors' DS-SmoothAdv script ascends ``relu_radius``); what neither
+        sets is the paper's "unless stated otherwise" (Sec. 4): n = :data:`DEFAULT_SAMPLES`, the ``radius`` objective.
         """
-        samples, objective = paper_search(method)
         return replace(
             self,
-            samples=samples if self.samples is None else self.samples,
-            objective=objective if self.objective is None else self.objective,
+            samples=self.samples if self.samples is not None else (samples or DEFAULT_SAMPLES),
+            objective=self.objective if self.objective is not None else (objective or DEFAULT_OBJECTIVE),
         )
 
 
@@ -107,11 +109,11 @@ def certify_data_dependent(
         n: estimation samples.
         alpha: the failure probability of each (per-sigma) certificate.
         batch_size: noisy samples per forward pass.
-        search: the sigma-search settings, n and objective set (:meth:`SigmaSearch.for_method`).
+        search: the sigma-search settings, n and objective set (:meth:`SigmaSearch.with_defaults`).
         seeds: one seed per image; the search and both CERTIFY streams derive from it.
     """
     if search.samples is None or search.objective is None:
-        raise ValueError("the sigma search needs n and its objective: resolve them with SigmaSearch.for_method")
+        raise ValueError("the sigma search needs n and its objective: resolve them with SigmaSearch.with_defaults")
     device = smooth.device_for(xs)
     start = search.init if search.init is not None else smooth.sigma
     sigmas: list[float] = []

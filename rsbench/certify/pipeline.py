@@ -4,8 +4,9 @@
 settings' protocol and writes the output contract into its directory: ``certify.tsv`` (one row per image, appended
 and flushed as it is computed, resumed after an interruption; ``certify_protocol.json`` refuses to continue rows of
 another protocol or model), ``metrics.json`` (ACR, certified accuracy on the radius grid, the exact protocol and
-subset) and ``certified_accuracy.png``. Training runs reach it through :class:`rsbench.callbacks.CertifyCallback`;
-``python -m rsbench.certify`` (models rsbench did not train, ensembles) calls it directly.
+subset) and ``certified_accuracy.png``. Training runs reach it through
+:class:`rsbench.runs.certify_callback.CertifyCallback`; ``python -m rsbench.certify`` (models rsbench did not train,
+ensembles) calls it directly.
 
 Under several processes, process r certifies every world_size-th image of the subset (a static share, so a resumed
 run never computes an image twice) into its own shard file, and process 0 merges the shards and writes the summary:
@@ -33,6 +34,7 @@ from tqdm.auto import tqdm
 
 from rsbench.archs.classifier import weights_fingerprint
 from rsbench.certify.data_dependent import MEMORY_NOTE, UNSOUND_NOTE, certify_data_dependent, memory_replay
+from rsbench.certify.environment import environment
 from rsbench.certify.plot import Curve, plot_certified_accuracy
 from rsbench.certify.records import (
     STEM,
@@ -47,15 +49,13 @@ from rsbench.certify.records import (
 )
 from rsbench.certify.seeding import derive_seed
 from rsbench.certify.sequential import certify_sequential
-from rsbench.certify.settings import CertifySettings
+from rsbench.certify.settings import RESUMABLE, CertifySettings
 from rsbench.certify.smooth import Certificate, Smooth, module_device
 from rsbench.certify.subset import indices_digest
 from rsbench.certify.summary import format_summary, summarize, write_metrics
-from rsbench.environment import environment
 
 log = logging.getLogger(__name__)
 
-EXTENDABLE = {"max_images"}  # protocol keys a resumed run may change (certify more images later)
 FIXED_STEM = "certify_fixed_sigma"  # the sound certificates beside data-dependent ones
 PER_INPUT_STEM = "certify_data_dependent"  # memory mode: the per-input-sigma certificates before the replay
 GroupCertifier = Callable[[Smooth, Tensor, list[int]], Iterator[tuple[int, Certificate]]]
@@ -84,6 +84,8 @@ class Subject:
             ``metrics.json["model"]`` only, so that moving a file does not stop a resumed run.
         hparams: the training method's hyperparameters (``SmoothingModule.method_hparams``), recorded in
             ``metrics.json["hparams"]`` only; ``rsbench.report`` labels and groups runs by them.
+        certify_defaults: the certification settings its training method asks for where the settings leave them
+            unset (``certify_defaults`` in the method's config, e.g. the DDRS paper's sigma-search n for MACER).
     """
 
     classifier: nn.Module
@@ -92,6 +94,7 @@ class Subject:
     description: Mapping[str, Any] = field(default_factory=dict)
     provenance: Mapping[str, Any] = field(default_factory=dict)
     hparams: Mapping[str, Any] = field(default_factory=dict)
+    certify_defaults: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -159,7 +162,7 @@ class Certification:
             should_stop: asked after each certified image; when it returns true the run stops there (every row
                 certified so far is on disk, so rerunning resumes after it) and writes no summary.
         """
-        self.settings = self.settings.for_method(str(subject.description.get("method", "")))  # the paper's search
+        self.settings = self.settings.with_defaults(subject.certify_defaults)  # what the settings leave to the method
         settings, protocol = self.settings, self.settings.protocol
         sigma = protocol.sigma if protocol.sigma is not None else subject.sigma
         if sigma != subject.sigma:
@@ -172,7 +175,7 @@ class Certification:
         }
         if shard.rank == 0:
             stored = {**meta, **settings.protocol_record(sigma, len(images))}
-            check_protocol(self.output_dir, stored, EXTENDABLE)
+            check_protocol(self.output_dir, stored, RESUMABLE)
             write_protocol(self.output_dir, stored)
         barrier()
         share = indices[shard.rank :: shard.world_size]

@@ -7,19 +7,26 @@
 - :class:`DataDependent`: data-dependent smoothing's sigma mode and per-input sigma search.
 
 The user-facing config stays flat (``certify.n``, ``certify.skip``, ``certify.precision``, ... as the README
-documents them); :meth:`CertifySettings.from_keys` sorts those keys into the groups.
+documents them); :meth:`CertifySettings.from_keys` sorts those keys into the groups. :data:`CertifyConfig`, the
+structured config of the ``certify`` node, is derived from the groups' fields (their types and defaults), so a
+field added to a group is a ``certify.<key>`` at once and a mistyped key fails when Hydra composes the config.
+:data:`RESUMABLE` lists the settings a resumed run may change; every other one is part of what its rows depend on.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
-from typing import Any, Literal
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, make_dataclass, replace
+from typing import Any, Literal, Optional
 
 from rsbench.certify.bounds import check_alpha, radius_cap
 from rsbench.certify.data_dependent import SigmaSearch
 from rsbench.certify.sequential import LookSchedule
 from rsbench.certify.smooth import PRECISIONS, Precision
 from rsbench.certify.subset import certification_indices
+from rsbench.errors import ConfigError
 from rsbench.noise import check_sigma
 
 Mode = Literal["standard", "sequential"]
@@ -191,6 +198,11 @@ KEYS: dict[str, tuple[str, str]] = {
     **{f.name: (group, f.name) for group, cls in _GROUPS.items() if group != "sigma_search" for f in fields(cls)},
     **_RENAMED,
 }
+CHOICES: dict[str, str] = {"mode": "standard", "sigma_mode": "fixed"}  # the two keys that choose groups, and defaults
+SWITCHES: dict[str, tuple[type, Any]] = {"enabled": (bool, True)}  # certify.* keys that are not settings
+RESUMABLE: tuple[str, ...] = ("max_images", "batch_size", "images_per_batch")
+"""The settings a resumed run may change: how many images (certify more later) and how they are batched. Every other
+setting is part of the protocol its rows were certified under (``certify_protocol.json``, ``rsbench.runs.resume``)."""
 
 
 @dataclass(frozen=True)
@@ -270,15 +282,32 @@ class CertifySettings:
             data_dependent=DataDependent(sigma_mode, search) if sigma_mode != "fixed" else None,
         )
 
-    def for_method(self, method: str) -> CertifySettings:
-        """These settings with the sigma search's unset n and objective taken from the DDRS paper for ``method``.
+    @classmethod
+    def from_config(cls, node: Mapping[str, Any]) -> CertifySettings:
+        """The settings of a composed ``certify`` node (its flat keys; ``enabled`` and other switches are not settings).
 
-        See :meth:`rsbench.certify.data_dependent.SigmaSearch.for_method` (n = 8 for MACER models, else 1;
-        ``relu_radius`` for SmoothAdv models, else ``radius``). Fixed-sigma settings are returned unchanged.
+        Raises:
+            ConfigError: an unknown key or a value a group refuses, named as ``certify.<key>``.
+        """
+        keys = {str(key): value for key, value in node.items() if key not in SWITCHES}
+        try:
+            return cls.from_keys(**keys)
+        except ValueError as error:
+            message = str(error)
+            raise ConfigError(message if "certify" in message else f"certify: {message}") from None
+
+    def with_defaults(self, defaults: Mapping[str, Any]) -> CertifySettings:
+        """These settings with the sigma search's unset (null) keys taken from ``defaults``, then from the paper's.
+
+        ``defaults`` are the certified model's method's (``method.certify_defaults`` in its config, e.g. the DDRS
+        paper's n = 8 for MACER models); what neither sets is the DDRS paper's "unless stated otherwise": n = 1 and
+        the ``radius`` objective. Fixed-sigma settings are returned unchanged.
         """
         if self.data_dependent is None:
             return self
-        search = self.data_dependent.search.for_method(method)
+        search = self.data_dependent.search.with_defaults(
+            samples=defaults.get("sigma_samples"), objective=defaults.get("sigma_objective")
+        )
         return replace(self, data_dependent=replace(self.data_dependent, search=search))
 
     def protocol_record(self, sigma: float, test_size: int) -> dict[str, Any]:
@@ -306,3 +335,37 @@ class CertifySettings:
         if self.data_dependent is not None:
             record.update(sigma_mode=self.sigma_mode, sigma_search=vars(self.data_dependent.search))
         return record
+
+
+def _config_type(hint: Any) -> Any:
+    """The type OmegaConf checks for an annotation: a ``Literal``'s values' type, ``Optional[X]`` for ``X | None``."""
+    if typing.get_origin(hint) is Literal:
+        return type(typing.get_args(hint)[0])
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        inner = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+        if len(inner) == 1 and len(inner) < len(typing.get_args(hint)):
+            return Optional[_config_type(inner[0])]  # noqa: UP045 (OmegaConf reads typing.Optional)
+    return hint
+
+
+def _schema_fields() -> list[tuple[str, Any, Any]]:
+    """``(key, type, field)`` of each flat ``certify.*`` key: every group field (:data:`KEYS`), choice and switch."""
+    found: list[tuple[str, Any, Any]] = []
+    by_group = {group: {f.name: f for f in fields(cls)} for group, cls in _GROUPS.items()}
+    hints = {group: typing.get_type_hints(cls) for group, cls in _GROUPS.items()}
+    for key, (group, name) in KEYS.items():
+        declared = by_group[group][name]
+        default = field(default=declared.default, default_factory=declared.default_factory)  # one is MISSING
+        found.append((key, _config_type(hints[group][name]), default))
+    found += [(key, str, field(default=default)) for key, default in CHOICES.items()]
+    found += [(key, kind, field(default=default)) for key, (kind, default) in SWITCHES.items()]
+    return found
+
+
+CertifyConfig = make_dataclass("CertifyConfig", _schema_fields(), frozen=False)
+"""The structured config of the ``certify`` node: one field per flat key, typed and defaulted as its group's field.
+
+Hydra merges ``conf/certify/*.yaml`` onto it (``rsbench.runs.schemas`` registers it), so an unknown key or a value of
+the wrong type fails when the config is composed; the groups' own checks (ranges, choices) run when the settings are
+built (:meth:`CertifySettings.from_config`)."""
+CertifyConfig.__module__ = __name__  # picklable by reference (Hydra launchers send composed configs to other processes)

@@ -15,8 +15,8 @@ The ascent maximises the proxy itself (``objective="radius"``: ``OptimzeSigma``,
 ImageNet scripts) or, as the authors' CIFAR-10 DS-SmoothAdv script (``CIFAR10/train_smooth_adv.py::get_sigma``)
 does, ``relu(R(sigma))`` (``objective="relu_radius"``). The two agree wherever R > 0; relu gives a zero gradient
 where R <= 0, i.e. where the clamped top two scores tie exactly (R = 0; the tie's own gradient is dropped) or sigma
-is negative (their code has no floor; here ``min_sigma`` rules it out). :func:`paper_search` gives the paper's n and
-objective for a model trained with a given method.
+is negative (their code has no floor; here ``min_sigma`` rules it out). The paper's n and objective for each training
+method are in that method's config (``conf/method/ddrs.yaml`` per base method, ``certify_defaults`` of the others).
 
 Sigma and the noise draws are kept in the inputs' noise dtype (float32, float64 for float64 inputs;
 :func:`rsbench.noise.noise_dtype`). Until the golden tests (``tests/golden``) compared the search with the authors'
@@ -38,24 +38,6 @@ from rsbench.noise import check_sigma, noise_dtype
 
 DEFAULT_CLAMP = (0.02, 0.98)
 OBJECTIVES = ("radius", "relu_radius")
-PAPER_SAMPLES = {"macer": 8}
-"""n per base method in the DDRS paper (Sec. 4: n = 1 unless stated; MACER-DS and Table 3's MACER-DS^2: n = 8)."""
-PAPER_OBJECTIVES = {"smoothadv": "relu_radius"}
-"""The objective per base method in the authors' CIFAR-10 code (DS-SmoothAdv: relu of the radius)."""
-
-
-def paper_search(method: str) -> tuple[int, str]:
-    """``(n, objective)`` of the DDRS paper's sigma search for a model trained with ``method``.
-
-    ``method`` is a method name (``macer``) or a DS^2 one (``ddrs_macer``): MACER models use n = 8 (the paper's
-    MACER-DS and MACER-DS^2, Table 3), every other n = 1 (Sec. 4, "unless stated otherwise"); SmoothAdv models
-    use ``relu_radius`` (``CIFAR10/train_smooth_adv.py``), every other ``radius``.
-
-    >>> paper_search("ddrs_macer"), paper_search("smoothadv"), paper_search("gaussian")
-    ((8, 'radius'), (1, 'relu_radius'), (1, 'radius'))
-    """
-    base = method.removeprefix("ddrs_")
-    return PAPER_SAMPLES.get(base, 1), PAPER_OBJECTIVES.get(base, "radius")
 
 
 def radius_proxy(probabilities: Tensor, sigma: Tensor, clamp: tuple[float, float] = DEFAULT_CLAMP) -> Tensor:

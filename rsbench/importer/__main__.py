@@ -22,7 +22,8 @@ log = logging.getLogger("rsbench")
 @hydra.main(version_base="1.3", config_path="../../conf", config_name="importer")
 def main(cfg: DictConfig) -> None:
     """Import ``cfg.path`` as ``cfg.origin`` says and save it; errors end with their message and exit status 2."""
-    from rsbench.importer.convert import DatasetFacts, default_output, import_checkpoint, save_imported
+    from rsbench.checkpoint import SIGNATURE_KEY  # (torch, like the importer: loaded once the command runs)
+    from rsbench.importer.convert import IMPORT_KEY, DatasetFacts, default_output, import_checkpoint, save_imported
 
     try:
         chosen_arch = HydraConfig.get().runtime.choices.get("arch")
@@ -39,7 +40,7 @@ def main(cfg: DictConfig) -> None:
     except (RsbenchError, MissingMandatoryValue) as error:
         log.error("%s", error)
         sys.exit(2)
-    signature, source = checkpoint["rsbench"], checkpoint["rsbench_import"]
+    signature, source = checkpoint[SIGNATURE_KEY], checkpoint[IMPORT_KEY]
     for note in source["notes"]:
         log.info("note: %s", note)
     log.info(

@@ -23,11 +23,10 @@ import torch
 
 from rsbench.archs.input_layer import INPUT_LAYER_KINDS, InputLayerKind
 from rsbench.archs.registry import NETWORKS, build_classifier
-from rsbench.certify.models import NET_PREFIX
+from rsbench.checkpoint import make_checkpoint, write_checkpoint
 from rsbench.errors import CheckpointMismatchError, ConfigError
 from rsbench.importer.layouts import AUTHOR_ARCHS, LAYOUTS, ORIGINS, UNSUPPORTED_ARCHS, Layout, guess_origins
 from rsbench.loading import file_digest, load_strict, load_weights_only
-from rsbench.methods.base import SIGNATURE_KEY
 from rsbench.noise import check_sigma
 
 log = logging.getLogger(__name__)
@@ -120,30 +119,25 @@ def import_checkpoint(
     _warn_on_sigma_in_path(path, sigma)
     if origin == "ddrs":
         notes.append("the authors' network ends in a softmax; rsbench's returns the logits before it (same top class)")
-    return {
-        "state_dict": {NET_PREFIX + key: value for key, value in classifier.state_dict().items()},
-        SIGNATURE_KEY: {**classifier.signature(), "sigma": float(sigma), "method": method or origin_method},
-        IMPORT_KEY: {
-            "origin": origin,
-            "repository": layout.repository,
-            "source": str(path),
-            "sha256": file_digest(path),
-            "source_arch": source_arch,
-            "epoch": saved.get("epoch"),
-            "input_layer": reason,
-            "notes": notes,
-        },
+    record = {
+        "origin": origin,
+        "repository": layout.repository,
+        "source": str(path),
+        "sha256": file_digest(path),
+        "source_arch": source_arch,
+        "epoch": saved.get("epoch"),
+        "input_layer": reason,
+        "notes": notes,
     }
+    return make_checkpoint(classifier, float(sigma), method or origin_method, {IMPORT_KEY: record})
 
 
 def save_imported(checkpoint: Mapping[str, Any], out: str | Path, overwrite: bool = False) -> Path:
-    """Write an imported checkpoint (refusing to replace a file unless ``overwrite``)."""
+    """Write an imported checkpoint (:func:`rsbench.checkpoint.write_checkpoint`); replace a file if ``overwrite``."""
     out = Path(out).expanduser()
     if out.exists() and not overwrite:
         raise ConfigError(f"{out} exists; choose another out=... or pass overwrite=true")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(dict(checkpoint), out)
-    return out
+    return write_checkpoint(checkpoint, out)
 
 
 def default_output(path: str | Path) -> Path:

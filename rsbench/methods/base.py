@@ -1,6 +1,8 @@
 """``SmoothingModule``: what every training method shares (optimizer, schedule, metrics, checkpoint signature).
 
-A method subclasses it and overrides one hook, :meth:`SmoothingModule.training_loss`. Validation and test report
+A method subclasses it and overrides one hook, :meth:`SmoothingModule.training_loss`; a method that needs another
+run's model before it can train (CAT-RS's teacher) also declares it in :meth:`SmoothingModule.prerequisites`, which
+the run layer resolves. Validation and test report
 clean accuracy and accuracy under one draw of noise; the noise of each validation/test batch is seeded by the batch
 index, so the noisy accuracy that selects checkpoints compares epochs on the same noise.
 
@@ -23,14 +25,14 @@ from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LRScheduler
 from torchmetrics.classification import MulticlassAccuracy
 
-from rsbench.archs.classifier import Classifier, check_signature
+from rsbench.archs.classifier import Classifier
 from rsbench.certify.seeding import make_generator
-from rsbench.errors import CheckpointMismatchError
+from rsbench.checkpoint import SIGNATURE_KEY, check_signature, make_signature, signature_of
+from rsbench.methods.prerequisites import Prerequisite
 from rsbench.noise import NoiseMixin, SigmaLike
 
 OptimizerFactory = Callable[[Iterable[torch.nn.Parameter]], Optimizer]
 SchedulerFactory = Callable[[Optimizer], LRScheduler]
-SIGNATURE_KEY = "rsbench"
 
 
 class Batch(NamedTuple):
@@ -71,6 +73,9 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
             other than the training one on purpose) instead of refusing them.
         eval_noise_seed: the seed of the fixed validation/test noise.
         steps_per_batch: optimizer steps per loader batch, one per chunk of B // steps_per_batch images.
+        certify_defaults: certification settings this method's models are certified with where ``certify.*`` leaves
+            them unset (null), e.g. the DDRS paper's sigma-search ``sigma_samples`` for MACER models; the method's
+            config states them. Not a training hyperparameter (not saved with them).
     """
 
     method_name: ClassVar[str] = "base"
@@ -84,6 +89,7 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
         allow_sigma_mismatch: bool = False,
         eval_noise_seed: int = 0,
         steps_per_batch: int = 1,
+        certify_defaults: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
         if isinstance(steps_per_batch, bool) or not isinstance(steps_per_batch, int) or steps_per_batch < 1:
@@ -96,13 +102,23 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
         self.eval_noise_seed = eval_noise_seed
         self.steps_per_batch = steps_per_batch
         self.automatic_optimization = steps_per_batch == 1
-        self.save_hyperparameters(ignore=["net", "optimizer", "scheduler"])
+        self.certify_defaults = {str(key): value for key, value in (certify_defaults or {}).items()}
+        self.save_hyperparameters(ignore=["net", "optimizer", "scheduler", "certify_defaults"])
         num_classes = net.num_classes
         self.train_acc = MulticlassAccuracy(num_classes, average="micro")
         self.val_acc_clean = MulticlassAccuracy(num_classes, average="micro")
         self.val_acc_noisy = MulticlassAccuracy(num_classes, average="micro")
         self.test_acc_clean = MulticlassAccuracy(num_classes, average="micro")
         self.test_acc_noisy = MulticlassAccuracy(num_classes, average="micro")
+
+    @classmethod
+    def prerequisites(cls, method: Mapping[str, Any]) -> tuple[Prerequisite, ...]:
+        """The runs this method needs before it can train, given its config node ``method`` (none by default).
+
+        Called by the run layer before anything is built; each :class:`Prerequisite` names the argument its
+        checkpoint fills. A method overrides it to declare, e.g., a teacher it labels with.
+        """
+        return ()
 
     def forward(self, x: Tensor) -> Tensor:
         """The base classifier's logits for images in [0,1] pixel space."""
@@ -205,8 +221,8 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
         return {**self.net.signature(), "sigma": self.sigma}
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Store the signature (and the method) in the checkpoint."""
-        checkpoint[SIGNATURE_KEY] = {**self.signature(), "method": self.method_name}
+        """Store the signature (and the method) in the checkpoint (:func:`rsbench.checkpoint.make_signature`)."""
+        checkpoint[SIGNATURE_KEY] = make_signature(self.net, self.sigma, self.method_name)
 
     def on_load_checkpoint(self, checkpoint: Mapping[str, Any]) -> None:
         """Refuse a checkpoint made for another architecture, class count, input layer or (by default) sigma."""
@@ -219,12 +235,7 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
             checkpoint: a loaded Lightning checkpoint.
             source: how to name it in the message (its path).
         """
-        saved = checkpoint.get(SIGNATURE_KEY)
-        if saved is None:
-            raise CheckpointMismatchError(
-                f"{source} has no rsbench signature (architecture, input layer, sigma), so it cannot be "
-                "checked against this model; only checkpoints written by rsbench can be loaded"
-            )
+        saved = signature_of(checkpoint, source)
         expected = self.signature()
         if self.allow_sigma_mismatch:
             expected.pop("sigma")

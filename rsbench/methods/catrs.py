@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +15,11 @@ from rsbench.errors import ConfigError
 from rsbench.methods.attacks import copies, frozen, noise_kl_pgd, smoothed_probs
 from rsbench.methods.base import Batch, SmoothingModule, StepOutput
 from rsbench.methods.hparams import check_choice, check_float, check_int
+from rsbench.methods.prerequisites import Prerequisite
 from rsbench.methods.teacher import load_teacher, teacher_key, teacher_soft_labels
 
 SOFT_LABELS = ("teacher", "self")
+TEACHER_SIGMA = 0.25  # the authors' teacher for every student sigma (smooth_prediction.py on the sigma 0.25 model)
 
 
 def bottom_k_loss(losses: Tensor, accept: Tensor) -> Tensor:
@@ -92,6 +95,27 @@ class CATRS(SmoothingModule):
 
     method_name = "catrs"
 
+    @classmethod
+    def prerequisites(cls, method: Mapping[str, Any]) -> tuple[Prerequisite, ...]:
+        """With ``soft_label=teacher``, the authors' teacher: ``method=gaussian sigma=0.25`` with this run's recipe.
+
+        The authors train it with the student's schedule (CAT-RS on MNIST: 150 epochs, drops at 51 and 101, and so
+        its teacher: ``train_cohen.py mnist lenet --lr_step_size 50 --epochs 150``), which ``method=gaussian`` alone
+        would not give (90 epochs), so the schedule is kept. ``method.teacher_ckpt`` names a teacher of your own.
+        """
+        if method.get("soft_label", "teacher") != "teacher":
+            return ()
+        teacher = Prerequisite(
+            argument="teacher_ckpt",
+            overrides=("method=gaussian", f"sigma={TEACHER_SIGMA}"),
+            keep=("trainer.max_epochs", "scheduler.milestones"),
+            checkpoint="best",  # the epoch of best validation noisy accuracy, as the authors' teachers
+            root="teacher_dir",
+            name="CAT-RS teacher",
+            description=f"the sigma={TEACHER_SIGMA} Gaussian model",
+        )
+        return (teacher,)
+
     def __init__(
         self,
         *,
@@ -127,7 +151,7 @@ class CATRS(SmoothingModule):
             None if double_epsilon_epoch is None else check_int("method.double_epsilon_epoch", double_epsilon_epoch, 0)
         )
         # Read when fit starts (load_teacher names a missing file); `python -m rsbench` checks it before any work, or
-        # trains the teacher into this path first (rsbench/pretrain.py).
+        # trains the teacher into this path first (prerequisites(), resolved by rsbench/runs/prerequisites.py).
         self.teacher_ckpt = None if teacher_ckpt is None else Path(teacher_ckpt).expanduser()
         if self.soft_label == "self" and self.confidence_mask:
             raise ValueError(

@@ -8,9 +8,9 @@ per-example sigmas (``batch.sigma``): ``method=ddrs method.base=gaussian|smootha
 As in the authors' code, the search runs with the network in its training mode (BatchNorm batch statistics, and the
 search's forward passes update the running statistics), with parameters receiving no gradient, scores clamped to
 [0.02, 0.98], and K = 0 for the first ``sigma_search_from_epoch`` epochs (the paper: 50 of 200 on CIFAR-10, then
-K = 1). By default n and the objective are the paper's for the base
-(:func:`~rsbench.certify.sigma_search.paper_search`: n = 8 for MACER, else 1; DS-SmoothAdv ascends relu(R), as
-``CIFAR10/train_smooth_adv.py``). ``init_ckpt`` starts from a trained model's weights, as the paper's SmoothAdv-DS^2
+K = 1). ``conf/method/ddrs.yaml`` sets n and the objective to the paper's for the base (n = 8 for MACER, else 1;
+DS-SmoothAdv ascends relu(R), as ``CIFAR10/train_smooth_adv.py``), and certifies with the same search by default
+(its ``certify_defaults``). ``init_ckpt`` starts from a trained model's weights, as the paper's SmoothAdv-DS^2
 fine-tunes a trained SmoothAdv model (and its ImageNet runs the authors' released models); optimizer, epochs and
 sigma memory start fresh.
 
@@ -36,7 +36,7 @@ import torch
 from hydra.utils import get_class
 from torch import Tensor
 
-from rsbench.certify.sigma_search import OBJECTIVES, optimize_sigma, paper_search
+from rsbench.certify.sigma_search import OBJECTIVES, optimize_sigma
 from rsbench.errors import CheckpointMismatchError
 from rsbench.methods.base import SmoothingModule
 from rsbench.methods.teacher import load_teacher
@@ -165,11 +165,11 @@ def data_dependent(
     *,
     sigma_iters: int,
     sigma_lr: float,
-    sigma_samples: int | None = None,
+    sigma_samples: int = 1,
     sigma_init: float | None = None,
     sigma_search_from_epoch: int = 0,
     min_sigma: float = 1e-3,
-    sigma_objective: str | None = None,
+    sigma_objective: str = "radius",
     init_ckpt: str | None = None,
     base_recipes: Mapping[str, Mapping[str, Any]] | None = None,
     base_args: Mapping[str, Any] | None = None,
@@ -181,11 +181,11 @@ def data_dependent(
         base: the base method's name.
         sigma_iters: K, search steps per batch (after ``sigma_search_from_epoch``).
         sigma_lr: alpha, the search's step size.
-        sigma_samples: n, noise draws per example and search step; ``None``: the paper's (8 for MACER, else 1).
+        sigma_samples: n, noise draws per example and search step (the paper's per base: ``conf/method/ddrs.yaml``).
         sigma_init: sigma_0, the memory's initial value; ``None``: the training sigma.
         sigma_search_from_epoch: K = 0 before this (0-indexed) epoch.
         min_sigma: sigma never goes below this.
-        sigma_objective: ``radius`` or ``relu_radius``; ``None``: the authors' (relu_radius for SmoothAdv).
+        sigma_objective: ``radius`` or ``relu_radius`` (the authors' per base: ``conf/method/ddrs.yaml``).
         init_ckpt: an rsbench checkpoint whose weights training starts from (fine-tuning); ``None``: from scratch.
         base_recipes: each base method's hyperparameters (the DDRS paper's); the chosen one is used.
         base_args: changes to the chosen base method's hyperparameters.
@@ -201,15 +201,14 @@ def data_dependent(
     )
     arguments = {**dict((base_recipes or {}).get(base, {})), **dict(base_args or {})}
     module = module_class(**common, **arguments)
-    paper_samples, paper_objective = paper_search(base)
     module.configure_data_dependent(
         sigma_iters,
         sigma_lr,
-        paper_samples if sigma_samples is None else sigma_samples,
+        sigma_samples,
         module.sigma if sigma_init is None else sigma_init,
         sigma_search_from_epoch,
         min_sigma,
-        paper_objective if sigma_objective is None else sigma_objective,
+        sigma_objective,
     )
     if init_ckpt is not None:
         module.initialize_from(init_ckpt)

@@ -21,50 +21,23 @@ objective (the authors keep the lowest test MSE for ``mse`` and the best test ac
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rsbench.archs.classifier import Classifier, check_signature
-from rsbench.archs.denoiser import DenoisedClassifier, DnCNN, build_denoiser
-from rsbench.checkpoints import load_checkpoint
-from rsbench.errors import CheckpointMismatchError
-from rsbench.loading import load_strict
-from rsbench.methods.base import SIGNATURE_KEY, Batch, OptimizerFactory, SmoothingModule, StepOutput
+from rsbench.archs.classifier import Classifier
+from rsbench.archs.denoiser import DenoisedClassifier, DnCNN
+from rsbench.checkpoint import check_signature, read_classifier, read_denoiser
+from rsbench.methods.base import Batch, OptimizerFactory, SmoothingModule, StepOutput
 from rsbench.methods.hparams import check_choice
-from rsbench.methods.teacher import load_classifier
 
 log = logging.getLogger(__name__)
 
 OBJECTIVES = ("mse", "stability", "classification")
-DENOISER_PREFIX = "net.denoiser."  # a denoiser checkpoint's state-dict keys of the denoiser
-
-
-def trained_denoiser(checkpoint: Mapping[str, Any], source: str) -> DnCNN:
-    """The DnCNN of a loaded ``method=denoiser`` checkpoint: built from its signature, its weights loaded strictly.
-
-    Raises:
-        CheckpointMismatchError: ``checkpoint`` was not written by ``method=denoiser``, or its weights do not fit.
-    """
-    signature = checkpoint.get(SIGNATURE_KEY)
-    if not isinstance(signature, Mapping) or "denoiser" not in signature or "state_dict" not in checkpoint:
-        raise CheckpointMismatchError(f"{source} is not a denoiser checkpoint (written by method=denoiser)")
-    denoiser = build_denoiser(signature["denoiser"])
-    weights = {
-        key.removeprefix(DENOISER_PREFIX): value
-        for key, value in checkpoint["state_dict"].items()
-        if key.startswith(DENOISER_PREFIX)
-    }
-    load_strict(denoiser, weights, source)
-    return denoiser
-
-
-def trained_sigma(checkpoint: Mapping[str, Any]) -> float:
-    """The sigma a loaded rsbench checkpoint was trained at."""
-    return float(checkpoint[SIGNATURE_KEY]["sigma"])
 
 
 class DenoiserTraining(SmoothingModule):
@@ -110,7 +83,12 @@ class DenoiserTraining(SmoothingModule):
             denoiser = DnCNN(in_channels, depth, width)
         except ValueError as error:
             raise ValueError(f"method.depth, method.width, method.in_channels: {error}") from None
-        classifier, signature = load_classifier(classifier_ckpt, net, option="method.classifier_ckpt")
+        classifier, signature = read_classifier(
+            classifier_ckpt,
+            f"method.classifier_ckpt={str(Path(classifier_ckpt).expanduser())!r}",
+            like=net,
+            advice="train that model again, or pass another",
+        )
         super().__init__(DenoisedClassifier(denoiser, classifier), sigma, optimizer, **kwargs)
         self.objective = objective
         self.classifier_method = str(signature.get("method", "unknown"))
@@ -127,17 +105,16 @@ class DenoiserTraining(SmoothingModule):
     def initialize_denoiser(self, path: str) -> None:
         """Load the denoiser weights of the denoiser checkpoint at ``path`` (fine-tuning, e.g. MSE then Stab)."""
         option = f"method.init_ckpt={path!r}"
-        checkpoint = load_checkpoint(path, option, "pass a checkpoint written by method=denoiser")
-        trained = trained_denoiser(checkpoint, option)
+        trained, saved, checkpoint = read_denoiser(path, option, "pass a checkpoint written by method=denoiser")
         denoiser = self.composed.denoiser
         assert isinstance(denoiser, DnCNN)
         expected: dict[str, Any] = {"denoiser": denoiser.spec()}
         if not self.allow_sigma_mismatch:
             expected["sigma"] = self.sigma
-        check_signature(checkpoint[SIGNATURE_KEY], expected, option)
+        check_signature(saved, expected, option)
         denoiser.load_state_dict(trained.state_dict())
         self.init_objective = str(checkpoint.get("hyper_parameters", {}).get("objective", "unknown"))
-        log.info("the denoiser starts from the weights of %s (trained at sigma=%s)", path, trained_sigma(checkpoint))
+        log.info("the denoiser starts from the weights of %s (trained at sigma=%s)", path, float(saved["sigma"]))
 
     def method_hparams(self) -> dict[str, Any]:
         """The hyperparameters, with the two checkpoint paths replaced by what they hold.

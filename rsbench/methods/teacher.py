@@ -14,13 +14,12 @@ On datasets without training augmentation (MNIST, the embedded subset) the two c
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -30,12 +29,10 @@ from torch import Tensor
 from torch.utils.data import Dataset
 from tqdm.auto import tqdm
 
-from rsbench.archs.classifier import Classifier, check_signature, weights_fingerprint
+from rsbench.archs.classifier import Classifier, weights_fingerprint
 from rsbench.certify.seeding import make_generator
 from rsbench.certify.smooth import Smooth
-from rsbench.checkpoints import load_checkpoint
-from rsbench.errors import CheckpointMismatchError, ConfigError
-from rsbench.methods.base import SIGNATURE_KEY
+from rsbench.checkpoint import read_classifier
 from rsbench.stop import raise_if_stop_requested, stop_requested
 
 log = logging.getLogger(__name__)
@@ -80,48 +77,16 @@ def labels_digest(labels: Sequence[int]) -> str:
 
 
 def load_teacher(path: str | Path, like: Classifier, option: str = "method.teacher_ckpt") -> tuple[Classifier, float]:
-    """Load an rsbench checkpoint into a copy of ``like`` and return it with the sigma it was trained at.
-
-    See :func:`load_classifier`, whose checks and errors are the same.
-    """
-    teacher, signature = load_classifier(path, like, option)
-    return teacher, float(signature["sigma"])
-
-
-def load_classifier(
-    path: str | Path, like: Classifier, option: str = "method.teacher_ckpt"
-) -> tuple[Classifier, Mapping[str, Any]]:
-    """Load an rsbench checkpoint into a frozen copy of ``like``; return it with the checkpoint's signature.
+    """The rsbench checkpoint at ``path`` in a frozen copy of ``like``, with the sigma it was trained at.
 
     The teacher must have the student's architecture, class count and input layer (the authors' teacher is the
     same network trained with Gaussian augmentation); its sigma may differ. DS^2 fine-tuning loads its starting
-    weights the same way (``option="method.init_ckpt"``).
-
-    Args:
-        path: the checkpoint.
-        like: a classifier of the architecture expected.
-        option: the config key that named ``path`` (for the messages).
-
-    Raises:
-        ConfigError: no file at ``path``.
-        CheckpointMismatchError: not an rsbench checkpoint, or one made for another architecture / data.
-        DamagedFileError: the file cannot be read.
+    weights the same way (``option="method.init_ckpt"``). The file is read by
+    :func:`rsbench.checkpoint.read_classifier`, whose errors name ``option``.
     """
-    path = Path(path).expanduser()
-    if not path.is_file():
-        raise ConfigError(f"{option}={str(path)!r} is not a file")
-    checkpoint = load_checkpoint(path, f"{option}={str(path)!r}", "train that model again, or pass another")
-    saved: Mapping[str, Any] | None = checkpoint.get(SIGNATURE_KEY) if isinstance(checkpoint, Mapping) else None
-    if saved is None:
-        raise CheckpointMismatchError(
-            f"{option}={str(path)!r} has no rsbench signature; train that model with rsbench (python -m rsbench ...)"
-        )
-    check_signature(saved, like.signature(), f"{option}={str(path)!r}")
-    state = {key[len("net.") :]: value for key, value in checkpoint["state_dict"].items() if key.startswith("net.")}
-    teacher = copy.deepcopy(like)
-    teacher.load_state_dict(state)
-    teacher.requires_grad_(False)
-    return teacher, saved
+    what = f"{option}={str(Path(path).expanduser())!r}"
+    teacher, saved = read_classifier(path, what, like=like, advice="train that model again, or pass another")
+    return teacher, float(saved["sigma"])
 
 
 def vote_histograms(

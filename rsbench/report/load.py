@@ -30,7 +30,7 @@ from rsbench.certify.bounds import radius_cap
 from rsbench.certify.records import read_records
 from rsbench.certify.subset import indices_digest
 from rsbench.errors import RsbenchError
-from rsbench.naming import describes_setting, override_key
+from rsbench.runs.naming import describes_setting, override_key
 
 log = logging.getLogger(__name__)
 

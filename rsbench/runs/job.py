@@ -2,13 +2,14 @@
 
 :func:`job` is what Hydra calls. It
 
-- holds the directory's lock (:class:`~rsbench.lock.RunLock`) so that no second process writes into it;
-- refuses to continue a run with settings that change what it trained (:mod:`rsbench.resume`), before any work;
+- holds the directory's lock (:class:`~rsbench.runs.lock.RunLock`) so that no second process writes into it;
+- trains (or reuses) the runs the method needs first (:mod:`rsbench.runs.prerequisites`), each a job of its own;
+- refuses to continue a run with settings that change what it trained (:mod:`rsbench.runs.resume`), before any work;
 - stops at a safe point on SIGTERM/SIGINT/SIGUSR1/SIGUSR2 (:mod:`rsbench.stop`) and says how to resume;
 - writes ``.hydra/`` (the run's config, once) and ``status.json`` only when every check has passed, and removes
   the directory it created when a check fails, so a refused command changes nothing on disk;
 - ends a single run with one line and exit status 2 on a bad request; in a sweep it records the failure and
-  returns, so that the other jobs run (:mod:`rsbench.sweep` lists them all at the end).
+  returns, so that the other jobs run (:mod:`rsbench.runs.sweep` lists them all at the end).
 """
 
 from __future__ import annotations
@@ -17,17 +18,21 @@ import logging
 import os
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from rsbench.cli import RUN_CONFIG
+from rsbench.certify.records import record_files
 from rsbench.errors import RunDirectoryBusyError, user_message
-from rsbench.lock import LOCK_FILE, RunLock
-from rsbench.status import write_status
+from rsbench.runs.cli import RUN_CONFIG
+from rsbench.runs.lock import LOCK_FILE, RunLock
+from rsbench.runs.prerequisites import PlannedRun, plan_prerequisites
+from rsbench.runs.resume import check_resumable
+from rsbench.runs.run import run
+from rsbench.runs.status import write_status
 from rsbench.stop import StopGuard, StopRequested
 
 log = logging.getLogger("rsbench")
@@ -83,13 +88,9 @@ def execute(
         wait: wait for another process that holds the directory instead of failing (shared teacher runs).
         log_file: the name of Hydra's log file in ``output_dir`` (the only file a new directory holds at the start).
     """
-    from rsbench.certify.records import record_files
-    from rsbench.resume import check_resumable
-    from rsbench.run import run
-
     if not is_global_zero():  # the other processes of a DDP run: rank 0 holds the lock and writes the run files
         check_resumable(cfg, output_dir, certified=bool(record_files(output_dir, None)))
-        return run(cfg)
+        return run_with_prerequisites(cfg)
     created = is_new(output_dir, log_file)
     started = False
 
@@ -102,7 +103,7 @@ def execute(
     try:
         check_resumable(cfg, output_dir, certified=bool(record_files(output_dir, None)))  # read-only: before the lock
         with RunLock(output_dir, wait=wait):
-            value = run(cfg, on_ready=ready)
+            value = run_with_prerequisites(cfg, on_ready=ready)
             write_status(output_dir, "completed", overrides, objective=value)
             return value
     except RunDirectoryBusyError:
@@ -116,6 +117,36 @@ def execute(
         elif created:
             remove_new(output_dir, log_file)
         raise  # a directory this job did not create (a refused resume) is left exactly as it was
+
+
+def run_with_prerequisites(cfg: DictConfig, on_ready: Callable[[], None] | None = None) -> float | None:
+    """:func:`~rsbench.runs.run.run` ``cfg`` after the runs its method needs, each executed as a job of its own.
+
+    They are planned before any work (a distributed run that would have to train one is refused), and trained or
+    reused once the run's own checks have passed and only if it (still) trains; their checkpoints fill the method's
+    arguments.
+    """
+    planned = plan_prerequisites(cfg) if cfg.train else []
+    given = {needed.prerequisite.argument: str(needed.checkpoint) for needed in planned}
+    return run(cfg, on_ready=on_ready, given=given, before_training=lambda: train_prerequisites(planned))
+
+
+def train_prerequisites(planned: Sequence[PlannedRun]) -> None:
+    """Reuse each planned run that completed; train (or finish) the others now, waiting for a process training one."""
+    for needed in planned:
+        what = needed.prerequisite
+        if needed.completed():
+            log.info("%s: reusing %s", what.name, needed.checkpoint)
+            continue
+        log.info(
+            "%s: method.%s is not set, so training %s of %s with this recipe first, in %s (later runs reuse it)",
+            what.name,
+            what.argument,
+            what.description,
+            needed.cfg.dataset.name,
+            needed.directory,
+        )
+        execute(needed.cfg, needed.directory, needed.overrides, wait=True)
 
 
 def is_global_zero() -> bool:

@@ -9,9 +9,10 @@ noise is added in [0,1] pixel space before it), its class count and training sig
 records, and what it was built from (``metrics.json["model"]``: the kind, files with their SHA-256, the stated
 input layer). Models rsbench did not train must state their input layer (``normalize`` with its mean and std,
 ``center`` with its mean, or ``identity`` when the model normalises inside itself), because nothing in their weights
-says what it was. Checkpoints and state dicts are read with ``torch.load(weights_only=True)``
-(:func:`rsbench.loading.load_weights_only`); archives with ``torch.export.load`` and ``torch.jit.load`` (TorchScript,
-deprecated by PyTorch; it runs the TorchScript code in the archive): load only archives you trust.
+says what it was. rsbench checkpoints are read by :mod:`rsbench.checkpoint`, state dicts with
+``torch.load(weights_only=True)`` (:func:`rsbench.loading.load_weights_only`), archives with ``torch.export.load``
+and ``torch.jit.load`` (TorchScript, deprecated by PyTorch; it runs the TorchScript code in the archive): load only
+archives you trust.
 """
 
 from __future__ import annotations
@@ -24,19 +25,20 @@ import torch
 import torchvision
 from torch import nn
 
-from rsbench.archs.classifier import Classifier, check_signature
-from rsbench.archs.denoiser import DenoisedClassifier, build_denoiser
+from rsbench.archs.classifier import Classifier
+from rsbench.archs.denoiser import DenoisedClassifier
 from rsbench.archs.diffusion import load_diffusion
 from rsbench.archs.input_layer import InputLayer
-from rsbench.archs.registry import build_classifier
-from rsbench.certify.ensemble import Aggregation, Ensemble
 from rsbench.certify.pipeline import Subject
+from rsbench.checkpoint import check_signature, read_classifier, read_denoiser
 from rsbench.errors import CheckpointMismatchError, ConfigError
 from rsbench.loading import file_digest, load_strict, load_weights_only
-from rsbench.methods.base import SIGNATURE_KEY
-from rsbench.methods.denoiser import trained_denoiser, trained_sigma
+from rsbench.models.ensemble import Aggregation, Ensemble
 
-NET_PREFIX = "net."  # a SmoothingModule's state-dict keys are net.<Classifier keys>
+UNREADABLE = (
+    "import a released checkpoint with python -m rsbench.importer, or certify your own model with model=module, "
+    "exported, torchscript, ..."
+)
 
 
 def checkpoint(path: str, num_classes: int, in_channels: int) -> Subject:
@@ -49,23 +51,9 @@ def checkpoint(path: str, num_classes: int, in_channels: int) -> Subject:
         num_classes: the dataset's class count (the checkpoint's must equal it).
         in_channels: the dataset's image channels.
     """
-    saved = load_weights_only(path)
-    signature = saved.get(SIGNATURE_KEY) if isinstance(saved, Mapping) else None
-    if signature is None or "state_dict" not in saved:
-        raise CheckpointMismatchError(
-            f"{path} is not an rsbench checkpoint (no {SIGNATURE_KEY!r} signature); import a released checkpoint "
-            "with python -m rsbench.importer, or certify your own model with model=module, exported, torchscript, ..."
-        )
-    check_signature(signature, {"num_classes": num_classes}, str(path))
-    classifier: Classifier
-    if "denoiser" in signature:  # method=denoiser: a DnCNN in front of its frozen classifier, both in the file
-        inner = signature["classifier"]
-        network = build_classifier(inner["arch"], num_classes, inner["input_layer"], in_channels)
-        classifier = DenoisedClassifier(build_denoiser(signature["denoiser"]), network)
-    else:
-        classifier = build_classifier(signature["arch"], num_classes, signature["input_layer"], in_channels)
-    weights = {k.removeprefix(NET_PREFIX): v for k, v in saved["state_dict"].items() if k.startswith(NET_PREFIX)}
-    load_strict(classifier, weights, str(path))
+    classifier, signature = read_classifier(
+        path, f"checkpoint {path}", num_classes=num_classes, in_channels=in_channels, advice=UNREADABLE
+    )
     description = {"method": signature.get("method", "unknown"), "arch": signature["arch"]}
     provenance = {"kind": "checkpoint", "path": str(path), "sha256": file_digest(path), "signature": dict(signature)}
     return Subject(classifier, num_classes, float(signature["sigma"]), description, provenance)
@@ -194,7 +182,7 @@ def ensemble(
     allow_sigma_mismatch: bool = False,
     allow_mixed_input_layers: bool = False,
 ) -> Subject:
-    """An ensemble of rsbench checkpoints as one base classifier (:class:`~rsbench.certify.ensemble.Ensemble`).
+    """An ensemble of rsbench checkpoints as one base classifier (:class:`~rsbench.models.ensemble.Ensemble`).
 
     Every member must agree with the first on the class count, the input layer (unless
     ``allow_mixed_input_layers``) and the training sigma (unless ``allow_sigma_mismatch``).
@@ -248,13 +236,11 @@ def denoised(classifier: Subject, denoiser_ckpt: str) -> Subject:
         classifier: the classifier, built by any other ``model`` option (``model.classifier``).
         denoiser_ckpt: a checkpoint written by ``python -m rsbench method=denoiser``.
     """
-    saved = load_weights_only(denoiser_ckpt)
-    if not isinstance(saved, Mapping):
-        raise CheckpointMismatchError(f"{denoiser_ckpt} is not a denoiser checkpoint (written by method=denoiser)")
-    denoiser = trained_denoiser(saved, str(denoiser_ckpt))
-    signature = dict(saved[SIGNATURE_KEY])
+    denoiser, signature, _ = read_denoiser(
+        denoiser_ckpt, str(denoiser_ckpt), "pass a checkpoint written by python -m rsbench method=denoiser"
+    )
     record = {"kind": "dncnn", "path": str(denoiser_ckpt), "sha256": file_digest(denoiser_ckpt), "signature": signature}
-    return _compose(denoiser, classifier, trained_sigma(saved), record)
+    return _compose(denoiser, classifier, float(signature["sigma"]), record)
 
 
 def diffusion(classifier: Subject, path: str, sigma: float, clip: bool = True) -> Subject:

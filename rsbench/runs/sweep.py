@@ -16,9 +16,9 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from rsbench.cli import RUN_CONFIG
-from rsbench.lock import is_held
-from rsbench.status import read_status
+from rsbench.runs.cli import RUN_CONFIG
+from rsbench.runs.lock import is_held
+from rsbench.runs.status import read_status
 
 log = logging.getLogger("rsbench.sweep")
 

@@ -3,26 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import torch
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from rsbench.certify.pipeline import Certification, Subject
 from rsbench.certify.settings import CertifySettings
 from rsbench.errors import ConfigError
-
-NOT_SETTINGS = ("_target_", "output_dir", "enabled", "run_protocol")  # certify.* keys that are not settings
-
-
-def certify_settings(node: DictConfig) -> CertifySettings:
-    """The grouped settings of a ``certify`` config node (its flat keys, as ``python -m rsbench`` reads them)."""
-    keys: dict[str, Any] = OmegaConf.to_container(node, resolve=True)  # type: ignore[assignment]
-    try:
-        return CertifySettings.from_keys(**{k: v for k, v in keys.items() if k not in NOT_SETTINGS})
-    except ValueError as error:
-        raise ConfigError(str(error)) from None
 
 
 def certify_model(cfg: DictConfig) -> float | None:
@@ -34,7 +22,7 @@ def certify_model(cfg: DictConfig) -> float | None:
     """
     if not cfg.certify.enabled:
         raise ConfigError("certify=off (certify.enabled=false) leaves rsbench.certify nothing to do")
-    settings = certify_settings(cfg.certify)
+    settings = CertifySettings.from_config(cfg.certify)
     datamodule = instantiate(cfg.dataset)
     datamodule.prepare_data()
     datamodule.setup("test")
@@ -47,7 +35,7 @@ def certify_model(cfg: DictConfig) -> float | None:
         {"method": built.description["method"], "dataset": datamodule.name, "arch": built.description["arch"]},
         built.provenance,
     )
-    outcome = Certification(settings, Path(cfg.certify.output_dir)).run(subject, datamodule.test_dataset)
+    outcome = Certification(settings, Path(cfg.output_dir)).run(subject, datamodule.test_dataset)
     if outcome.summary is None:
         return None
     sound = outcome.summary if outcome.summary["sound"] else outcome.summary["fixed_sigma"]

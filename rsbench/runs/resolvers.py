@@ -19,8 +19,8 @@ from typing import Any
 
 from omegaconf import Node, OmegaConf
 
-from rsbench import naming
 from rsbench.errors import ConfigError
+from rsbench.runs import naming
 
 
 def lookup(table: Mapping[Any, Any], *keys: Any, _node_: Node | None = None) -> Any:
@@ -70,7 +70,7 @@ def _where(node: Node | None) -> str:
 def register_resolvers() -> None:
     """Register rsbench's resolvers with OmegaConf (idempotent)."""
     OmegaConf.register_new_resolver("rs.lookup", lookup, replace=True)
-    # Run names from the task overrides (rsbench/naming.py): sweep folders, W&B names, groups and tags.
+    # Run names from the task overrides (rsbench/runs/naming.py): sweep folders, W&B names, groups and tags.
     OmegaConf.register_new_resolver("rs.job_dir", lambda num, o: naming.job_dirname(int(num), list(o)), replace=True)
     for name, function in (
         ("rs.run_name", naming.run_name),

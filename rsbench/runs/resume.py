@@ -5,7 +5,9 @@ the same ``hydra.run.dir``, or a requeued SLURM job) continues the run only if t
 model (:data:`TRAINED` minus :data:`FREE`) and, once certificates exist, certifies under the same protocol
 (:data:`CERTIFIED` minus :data:`FREE`). Everything else (where the data lives, loggers, progress bars, how many
 images to certify) may change. Values are compared resolved, so ``method.lbd=1.0`` and the lookup that gave 1.0 are
-the same setting.
+the same setting. Under ``certify``, only the certification settings count (``rsbench.certify.settings``), and
+the ones :data:`~rsbench.certify.settings.RESUMABLE` lists may change (the pipeline's own protocol check, which
+guards the rows themselves, allows the same ones).
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from rsbench.cli import RUN_CONFIG
+from rsbench.certify.settings import CHOICES, KEYS, RESUMABLE
 from rsbench.errors import ResumeMismatchError
+from rsbench.runs.cli import RUN_CONFIG
 
 STORED_CONFIG = Path(RUN_CONFIG) / "config.yaml"
 TRAINED = (
@@ -47,12 +50,10 @@ FREE = (
     "trainer.log_every_n_steps",
     "trainer.default_root_dir",
     "method.teacher_batch_size",
-    "certify.max_images",
-    "certify.batch_size",
-    "certify.images_per_batch",
-    "certify.enabled",
-    "certify.output_dir",
+    "method.certify_defaults",  # certification defaults: the pipeline's protocol check guards the rows they change
+    *(f"certify.{key}" for key in RESUMABLE),
 )
+CERTIFY_SETTINGS = frozenset({*KEYS, *CHOICES})  # the certify.* keys that are settings (not switches, not wiring)
 _MISSING = "<not set>"
 
 
@@ -66,7 +67,7 @@ def settings(cfg: DictConfig, keys: Iterable[str] = TRAINED, free: Iterable[str]
             node = OmegaConf.to_container(cfg, resolve=False).get(key)  # type: ignore[union-attr]
         _flatten(cfg, key, node, leaves)
     skipped = tuple(free)
-    return {key: value for key, value in leaves.items() if not any(_under(key, f) for f in skipped)}
+    return {key: value for key, value in leaves.items() if not any(_under(key, f) for f in skipped) and _counts(key)}
 
 
 def check_resumable(cfg: DictConfig, output_dir: Path, certified: bool) -> None:
@@ -128,6 +129,15 @@ def _flatten(root: DictConfig, key: str, node: Any, leaves: dict[str, Any]) -> N
         leaves[key] = OmegaConf.to_container(node, resolve=True)
     else:
         leaves[key] = node
+
+
+def _counts(key: str) -> bool:
+    """Whether a leaf is a setting: under ``certify``, only the certification settings count.
+
+    Not ``enabled``, nor the callback wiring that configs written before the settings schema stored there.
+    """
+    group, _, name = key.partition(".")
+    return group != "certify" or name.split(".")[0] in CERTIFY_SETTINGS
 
 
 def _under(key: str, prefix: str) -> bool:

@@ -29,30 +29,22 @@ class CertifyCallback(pl.Callback):
     """Certify the test split with Cohen et al.'s CERTIFY when the test epoch ends.
 
     Args:
+        settings: the certification settings (``certify.*``, :meth:`CertifySettings.from_config`).
         output_dir: where the files go; the trainer's ``default_root_dir`` when ``None``.
-        enabled: set false to skip certification.
         run_protocol: the training protocol the run was composed with (``rsbench`` or ``authors``, see
             ``conf/protocol``), recorded as ``metrics.json["protocol"]``; ``None`` records nothing.
-        settings: the flat ``certify.*`` keys (``n0``, ``n``, ``alpha``, ``batch_size``, ``start``, ``skip``,
-            ``max_images``, ``seed``, ``sigma``, ``radius_step``, ``mode``, ``radius_cap``, ``first_look``,
-            ``growth``, ``precision``, ``channels_last``, ``compile``, ``images_per_batch``, ``sigma_mode``,
-            ``sigma_iters``, ``sigma_lr``, ``sigma_samples``, ``sigma_init``, ``sigma_objective``), grouped and
-            validated by :meth:`rsbench.certify.settings.CertifySettings.from_keys`, whose groups document each one.
     """
 
     def __init__(
-        self, output_dir: str | None = None, enabled: bool = True, run_protocol: str | None = None, **settings: Any
+        self, settings: CertifySettings, output_dir: str | Path | None = None, run_protocol: str | None = None
     ) -> None:
-        self.settings = CertifySettings.from_keys(**settings)
+        self.settings = settings
         self.output_dir = output_dir
-        self.enabled = enabled
         self.run_protocol = run_protocol
         self.summary: dict[str, Any] | None = None
 
     def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """Certify this rank's share of the chosen test images; rank 0 merges, summarises and logs."""
-        if not self.enabled:
-            return
         if not isinstance(pl_module, SmoothingModule):
             raise TypeError(f"CertifyCallback needs a rsbench SmoothingModule, got {type(pl_module).__name__}")
         datamodule = trainer.datamodule  # type: ignore[attr-defined]
@@ -63,6 +55,7 @@ class CertifyCallback(pl.Callback):
             pl_module.sigma,
             {"method": pl_module.method_name, "dataset": datamodule.name, "arch": net.arch},
             hparams=pl_module.method_hparams(),
+            certify_defaults=pl_module.certify_defaults,
         )
         notes = {"protocol": self.run_protocol} if self.run_protocol is not None else {}
         certification = Certification(self.settings, Path(self.output_dir or trainer.default_root_dir), notes)

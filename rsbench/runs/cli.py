@@ -23,7 +23,7 @@ _OVERRIDE = re.compile(r"^(?:~|\+\+|\+)?(?P<key>[^=~+][^=]*)=")
 
 def config_dir() -> Path:
     """The folder of rsbench's Hydra configs: ``rsbench/conf`` in an installed wheel, ``conf/`` in a checkout."""
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]  # rsbench/
     for candidate in (package / "conf", package.parent / "conf"):
         if (candidate / "config.yaml").is_file():
             return candidate

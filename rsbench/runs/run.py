@@ -9,7 +9,7 @@ certification when it did, and certification after its last written row.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,12 +21,13 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.loggers import Logger, WandbLogger
 from pytorch_lightning.utilities.seed import isolate_rng
 
-from rsbench.callbacks.stop import StopOnRequest
-from rsbench.checkpoints import checkpoint_file, finished_training, load_checkpoint
+from rsbench.certify.settings import CertifySettings
+from rsbench.checkpoint import load_checkpoint
 from rsbench.errors import ConfigError
-from rsbench.loggers import wandb_run_id
 from rsbench.noise import check_sigma
-from rsbench.pretrain import plan_teacher
+from rsbench.runs.certify_callback import CertifyCallback
+from rsbench.runs.loggers import wandb_run_id
+from rsbench.runs.prerequisites import check_given
 from rsbench.stop import raise_if_stop_requested
 
 log = logging.getLogger(__name__)
@@ -46,9 +47,7 @@ def check_config(cfg: DictConfig) -> None:
         raise ConfigError(f"test_ckpt must be 'best' or 'last', got {cfg.test_ckpt!r}")
     if not cfg.train and not cfg.test:
         raise ConfigError("train=false and test=false leave nothing to do")
-    teacher = cfg.method.get("teacher_ckpt")
-    if teacher and not Path(teacher).expanduser().is_file():
-        raise ConfigError(f"method.teacher_ckpt={teacher!r} is not a file")
+    check_given(cfg)  # checkpoints the config gives for what the method needs before it trains
     chunks, batch = cfg.method.get("steps_per_batch", 1), cfg.dataset.batch_size
     if isinstance(chunks, int) and isinstance(batch, int) and batch < chunks:
         raise ConfigError(
@@ -76,40 +75,57 @@ def build_loggers(cfg: DictConfig) -> list[Logger]:
 
 
 def build_callbacks(cfg: DictConfig) -> list[pl.Callback]:
-    """The certification callback, plus ``cfg.callbacks`` (checkpointing, ...) when the run trains."""
+    """The certification callback (unless ``certify=off``), plus ``cfg.callbacks`` (checkpointing, ...) when training.
+
+    Raises:
+        ConfigError: a certification setting is unknown or out of range (named as ``certify.<key>``).
+    """
+    settings = CertifySettings.from_config(cfg.certify)  # checked even when certification is off
+    certify: list[pl.Callback] = []
+    if cfg.certify.enabled:
+        protocol = OmegaConf.select(cfg, "protocol_name", default=None)
+        certify.append(CertifyCallback(settings, cfg.output_dir, protocol))
     nodes: Mapping[str, Any] = (cfg.get("callbacks") or {}) if cfg.train else {}
-    return [instantiate(cfg.certify), *(instantiate(node) for node in nodes.values() if node)]
+    return [*certify, *(instantiate(node) for node in nodes.values() if node)]
 
 
-def run(cfg: DictConfig, on_ready: Callable[[], None] | None = None) -> float | None:
+def run(
+    cfg: DictConfig,
+    on_ready: Callable[[], None] | None = None,
+    given: Mapping[str, str] | None = None,
+    before_training: Callable[[], None] | None = None,
+) -> float | None:
     """Train (unless ``train=false``), then certify the best (or given) checkpoint on the test split.
 
     Args:
         cfg: the composed config.
         on_ready: called once every check has passed, just before the first file is written.
+        given: method arguments besides its config: the checkpoints of the runs it needs (see
+            :mod:`rsbench.runs.prerequisites`; :func:`rsbench.runs.job.run_with_prerequisites` plans them).
+        before_training: called after ``on_ready`` when the run (still) has to train, with the random state
+            isolated: it trains or reuses those runs.
 
     Returns:
         The value of ``cfg.optimized_metric`` (``certify/acr`` by default) for Hydra sweepers, or ``None``.
     """
     check_config(cfg)
-    teacher = plan_teacher(cfg) if cfg.train else None
+    given = dict(given or {})
     pl.seed_everything(cfg.seed, workers=True)
     datamodule = instantiate(cfg.dataset)
     net = instantiate(cfg.arch)
     scheduler = instantiate(cfg.scheduler) if cfg.get("scheduler") else None
-    method_extra = {"teacher_ckpt": str(teacher.checkpoint)} if teacher is not None else {}
-    module = instantiate(cfg.method, net=net, optimizer=instantiate(cfg.optimizer), scheduler=scheduler, **method_extra)
+    module = instantiate(cfg.method, net=net, optimizer=instantiate(cfg.optimizer), scheduler=scheduler, **given)
     callbacks = build_callbacks(cfg)
     start = _starting_point(cfg, module, callbacks, cfg.trainer.get("max_epochs"))
     loggers = build_loggers(cfg)
-    trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=[*callbacks, StopOnRequest()], logger=loggers or False)
+    trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
     datamodule.prepare_data()  # a missing dataset stops here, before anything is written
-    log.info("%s", describe_method(cfg, method_extra))
+    log.info("%s", describe_method(cfg, given))
     if on_ready is not None:
         on_ready()
-    if teacher is not None and start.train:
-        with isolate_rng():  # training the teacher now or reusing it leaves the same random state for this run
-            teacher.ensure()
+    if before_training is not None and start.train:
+        with isolate_rng():  # training what the method needs now, or reusing it, leaves this run's random state
+            before_training()
     hyperparameters = OmegaConf.to_container(cfg, resolve=True)
     for logger in loggers:
         logger.log_hyperparams(hyperparameters)  # type: ignore[arg-type]
@@ -135,7 +151,8 @@ class Start:
 
     Attributes:
         train: whether to (continue to) train.
-        fit_ckpt: the checkpoint training continues from (``None``: from scratch).
+        fit_ckpt: the checkpoint training continues from (``None``: from scratch; ``"last"``: this run's own
+            ``last.ckpt``, which Lightning finds through the run's checkpoint callbacks).
         test_ckpt: without training, the checkpoint to test and certify (``None``: the weights in memory).
     """
 
@@ -167,7 +184,7 @@ def _starting_point(
     epoch = int(state.get("epoch", -1)) + 1
     if not finished_training(state, max_epochs):
         log.info("continuing training at epoch %d of %s from %s", epoch + 1, max_epochs, last)
-        return Start(train=True, fit_ckpt=str(last))
+        return Start(train=True, fit_ckpt="last")  # Lightning restores it: the newest last*.ckpt of the callbacks
     log.info("training finished earlier (%d epochs, %s): going straight to testing and certification", epoch, last)
     test_ckpt = checkpoint_file(callbacks, cfg.test_ckpt)
     if test_ckpt is None or not test_ckpt.is_file():
@@ -176,6 +193,24 @@ def _starting_point(
         )
     load_checkpoint(test_ckpt, str(test_ckpt), "certify the other one (test_ckpt=best or last), or restore it")
     return Start(train=False, test_ckpt=str(test_ckpt))
+
+
+def checkpoint_file(callbacks: Sequence[pl.Callback], which: str) -> Path | None:
+    """Where the run's ``best`` (monitors a metric) or ``last`` (monitors none) checkpoint callback writes.
+
+    ``None`` when the run has no such callback (``train=false``). See ``conf/callbacks/default.yaml``.
+    """
+    for callback in callbacks:
+        if isinstance(callback, ModelCheckpoint) and (callback.monitor is None) == (which == "last"):
+            if callback.dirpath is None or callback.filename is None:
+                return None
+            return Path(callback.dirpath) / f"{callback.filename}{callback.FILE_EXTENSION}"
+    return None
+
+
+def finished_training(checkpoint: Mapping[str, Any], max_epochs: int | None) -> bool:
+    """Whether an end-of-epoch checkpoint is the last epoch of a ``max_epochs`` schedule (Lightning counts from 0)."""
+    return max_epochs is not None and max_epochs >= 0 and int(checkpoint.get("epoch", -1)) + 1 >= max_epochs
 
 
 def _stoppable(method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -210,7 +245,7 @@ def describe_method(cfg: DictConfig, given: Mapping[str, Any] | None = None) -> 
 
     ``*`` marks the values a lookup picked for this dataset and sigma: the authors' published ones, or, where they
     published none, rsbench's choice with its evidence in the method's config; ``given`` are values passed to the
-    method besides its config (the teacher rsbench trained).
+    method besides its config (the checkpoints of the runs it needs, e.g. the teacher rsbench trained).
     """
     raw = OmegaConf.to_container(cfg.method, resolve=False)
     assert isinstance(raw, dict)

@@ -1,5 +1,0 @@
-"""Lightning callbacks."""
-
-from rsbench.callbacks.certify import CertifyCallback
-
-__all__ = ["CertifyCallback"]

@@ -1,0 +1,96 @@
+"""What several test modules use: the real config composed in process, quiet trainers, small models, rows, files.
+
+Test modules import from here, never from each other or from ``conftest.py`` (which holds the fixtures only).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, open_dict
+from torch import nn
+
+from rsbench.archs import Classifier
+from rsbench.certify.records import CertificationRow, read_rows
+from rsbench.checkpoint import make_checkpoint, write_checkpoint
+from rsbench.runs.certify_model import certify_model
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF_DIR = ROOT / "conf"
+
+# Quiet, fast settings shared by in-process runs.
+QUIET = ("trainer.enable_progress_bar=false", "trainer.enable_model_summary=false", "logger=none")
+SMOKE = ("experiment=smoke", *QUIET)  # a seconds-long run: 4 training batches, certify=smoke (8 images)
+
+ComposeFn = Callable[..., DictConfig]
+
+SGD = functools.partial(torch.optim.SGD, lr=0.1)
+
+
+def compose_config(*overrides: str, output_dir: Path | None = None, config_name: str = "config") -> DictConfig:
+    """Compose ``conf/<config_name>.yaml`` with ``overrides``; ``${hydra:...}`` resolves as in a real run.
+
+    ``config_name``: ``config`` (``python -m rsbench``), ``certify_model`` (``python -m rsbench.certify``).
+    """
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
+        cfg = compose(config_name, overrides=list(overrides), return_hydra_config=True)
+    with open_dict(cfg):
+        cfg.hydra.runtime.output_dir = str(output_dir or ROOT / "outputs" / "pytest")
+        cfg.hydra.job.num = 0
+    HydraConfig.instance().set_config(cfg)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return cfg
+
+
+def quiet_trainer(root: Path, **kwargs: Any) -> pl.Trainer:
+    """A CPU Lightning trainer that writes and prints nothing (no logger, checkpoints, bar or summary)."""
+    return pl.Trainer(
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=root,
+        accelerator="cpu",
+        **kwargs,
+    )
+
+
+def certify(output_dir: Path, *overrides: str) -> dict:
+    """Run ``python -m rsbench.certify`` in process with ``certify=smoke``; return its metrics.json."""
+    certify_model(compose_config("certify=smoke", *overrides, output_dir=output_dir, config_name="certify_model"))
+    return json.loads((output_dir / "metrics.json").read_text())
+
+
+def rows(output_dir: Path) -> list[tuple]:
+    """The rows of ``certify.tsv`` without their timing: what two certifications of one model must share."""
+    return [(r.idx, r.label, r.predict, r.radius, r.count, r.n, r.sigma) for r in read_rows(output_dir / "certify.tsv")]
+
+
+def row(idx: int, radius: float = 0.5, correct: bool = True, predict: int = 3) -> CertificationRow:
+    """A certification row of image ``idx`` (label 3, pA_lower 0.97 of 1000 samples at sigma 0.25)."""
+    return CertificationRow(idx, 3, predict, radius, correct, 0.5, 990, 1000, 0.97, 0.25)
+
+
+def identity_linear(weight: list[list[float]], bias: list[float]) -> Classifier:
+    """A 2-pixel image [1, 1, 2] -> logits = W x + b, behind an identity input layer."""
+    linear = nn.Linear(2, 2)
+    with torch.no_grad():
+        linear.weight.copy_(torch.tensor(weight))
+        linear.bias.copy_(torch.tensor(bias))
+    return Classifier("linear2", nn.Sequential(nn.Flatten(), linear), {"kind": "identity"})
+
+
+def save_checkpoint(net: nn.Module, path: Path, sigma: float = 0.25, method: str = "standard") -> Path:
+    """An rsbench checkpoint of ``net`` trained at ``sigma`` by ``method``, written by rsbench's checkpoint writer."""
+    return write_checkpoint(make_checkpoint(net, sigma, method), path)
