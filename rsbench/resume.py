@@ -34,6 +34,7 @@ TRAINED = (
     "scheduler",
     "trainer",
     "callbacks",
+    "noise",
 )
 CERTIFIED = ("certify", "test_ckpt")
 FREE = (
@@ -54,6 +55,8 @@ FREE = (
     "certify.output_dir",
 )
 _MISSING = "<not set>"
+ADDED = {"noise.name": "gaussian", "certify.noise": "gaussian", "certify.norm": None}
+"""Keys added after runs were made, with the value a run without them had: such a run resumes under them."""
 
 
 def settings(cfg: DictConfig, keys: Iterable[str] = TRAINED, free: Iterable[str] = FREE) -> dict[str, Any]:
@@ -88,6 +91,9 @@ def check_resumable(cfg: DictConfig, output_dir: Path, certified: bool) -> None:
     keys = (*TRAINED, *CERTIFIED) if certified else TRAINED
     before = settings(stored, keys)
     after = settings(cfg, keys)
+    for key, value in ADDED.items():
+        if key in after and key not in before:
+            before[key] = value
     _same_run_checkpoint(before, after, Path(output_dir))
     differences = [
         f"  {key}: the run has {before.get(key, _MISSING)!r}, this command asks for {after.get(key, _MISSING)!r}"

@@ -26,6 +26,7 @@ from rsbench.checkpoints import checkpoint_file, finished_training, load_checkpo
 from rsbench.errors import ConfigError
 from rsbench.loggers import wandb_run_id
 from rsbench.noise import check_sigma
+from rsbench.noise_distributions import noise_distribution
 from rsbench.pretrain import plan_teacher
 from rsbench.stop import raise_if_stop_requested
 
@@ -81,6 +82,18 @@ def build_callbacks(cfg: DictConfig) -> list[pl.Callback]:
     return [instantiate(cfg.certify), *(instantiate(node) for node in nodes.values() if node)]
 
 
+def use_noise(cfg: DictConfig, module: Any) -> None:
+    """Give the method the chosen noise (``noise=<name>``; Gaussian when the config predates the group).
+
+    Raises:
+        ConfigError: the method's math is Gaussian and refuses another noise (the message says why).
+    """
+    try:
+        module.noise = noise_distribution(str(OmegaConf.select(cfg, "noise.name", default="gaussian")))
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+
+
 def run(cfg: DictConfig, on_ready: Callable[[], None] | None = None) -> float | None:
     """Train (unless ``train=false``), then certify the best (or given) checkpoint on the test split.
 
@@ -99,6 +112,7 @@ def run(cfg: DictConfig, on_ready: Callable[[], None] | None = None) -> float | 
     scheduler = instantiate(cfg.scheduler) if cfg.get("scheduler") else None
     method_extra = {"teacher_ckpt": str(teacher.checkpoint)} if teacher is not None else {}
     module = instantiate(cfg.method, net=net, optimizer=instantiate(cfg.optimizer), scheduler=scheduler, **method_extra)
+    use_noise(cfg, module)
     callbacks = build_callbacks(cfg)
     start = _starting_point(cfg, module, callbacks, cfg.trainer.get("max_epochs"))
     loggers = build_loggers(cfg)

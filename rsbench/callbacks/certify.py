@@ -63,6 +63,7 @@ class CertifyCallback(pl.Callback):
             pl_module.sigma,
             {"method": pl_module.method_name, "dataset": datamodule.name, "arch": net.arch},
             hparams=pl_module.method_hparams(),
+            noise=pl_module.noise.name,
         )
         notes = {"protocol": self.run_protocol} if self.run_protocol is not None else {}
         certification = Certification(self.settings, Path(self.output_dir or trainer.default_root_dir), notes)

@@ -46,6 +46,7 @@ def certify_model(cfg: DictConfig) -> float | None:
         built.sigma,
         {"method": built.description["method"], "dataset": datamodule.name, "arch": built.description["arch"]},
         built.provenance,
+        noise=built.noise,
     )
     outcome = Certification(settings, Path(cfg.certify.output_dir)).run(subject, datamodule.test_dataset)
     if outcome.summary is None:
