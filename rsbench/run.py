@@ -79,7 +79,8 @@ def build_loggers(cfg: DictConfig) -> list[Logger]:
 def build_callbacks(cfg: DictConfig) -> list[pl.Callback]:
     """The certification callback, plus ``cfg.callbacks`` (checkpointing, ...) when the run trains."""
     nodes: Mapping[str, Any] = (cfg.get("callbacks") or {}) if cfg.train else {}
-    return [instantiate(cfg.certify), *(instantiate(node) for node in nodes.values() if node)]
+    attack = {"attack": cfg.attack} if cfg.get("attack") else {}  # attack=smoothadv: attacked after certification
+    return [instantiate(cfg.certify, **attack), *(instantiate(node) for node in nodes.values() if node)]
 
 
 def use_noise(cfg: DictConfig, module: Any) -> None:

@@ -6,17 +6,21 @@ processes and data-dependent sigma modes): it hands over the trained network and
 rank, and a barrier over the trainer's processes. It then logs ``certify/acr`` and ``certify/acc@<r>`` through
 Lightning (so every logger and a sweeper see them) and, when a W&B logger is present, the curve as a line plot and
 a table, and the records as an artifact. The logged ``certify/*`` metrics (and the sweep objective) always come
-from sound certificates; per-input-sigma ones are logged as ``certify_unsound/*``.
+from sound certificates; per-input-sigma ones are logged as ``certify_unsound/*``. With ``attack=smoothadv`` the
+certified images are then attacked (:mod:`rsbench.attack`, on process 0) and ``attack/empirical@<r>`` is logged.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
 from pytorch_lightning.loggers import WandbLogger
 
+from rsbench.attack import AttackSettings
+from rsbench.attack.stage import attack_after_certification
 from rsbench.certify.pipeline import FIXED_STEM, Certification, Shard, Subject
 from rsbench.certify.plot import accuracy_curve
 from rsbench.certify.records import STEM, CertificationRow
@@ -38,12 +42,19 @@ class CertifyCallback(pl.Callback):
             ``growth``, ``precision``, ``channels_last``, ``compile``, ``images_per_batch``, ``sigma_mode``,
             ``sigma_iters``, ``sigma_lr``, ``sigma_samples``, ``sigma_init``, ``sigma_objective``), grouped and
             validated by :meth:`rsbench.certify.settings.CertifySettings.from_keys`, whose groups document each one.
+        attack: the ``attack`` config node (``attack=smoothadv``): attack the certified images afterwards.
     """
 
     def __init__(
-        self, output_dir: str | None = None, enabled: bool = True, run_protocol: str | None = None, **settings: Any
+        self,
+        output_dir: str | None = None,
+        enabled: bool = True,
+        run_protocol: str | None = None,
+        attack: Mapping[str, Any] | None = None,
+        **settings: Any,
     ) -> None:
         self.settings = CertifySettings.from_keys(**settings)
+        self.attack = AttackSettings.from_keys(**dict(attack)) if attack else None
         self.output_dir = output_dir
         self.enabled = enabled
         self.run_protocol = run_protocol
@@ -78,6 +89,20 @@ class CertifyCallback(pl.Callback):
         if outcome.summary is None:
             return
         self.summary = outcome.summary
+        if self.attack is not None:
+            attack = attack_after_certification(
+                subject,
+                datamodule.test_dataset,
+                certification.settings,
+                self.attack,
+                outcome.summary,
+                outcome.rows[STEM],
+                certification.output_dir,
+                should_stop=lambda: stop_requested() is not None,
+            )
+            raise_if_stop_requested()
+            for radius, accuracy in (attack or {}).get("empirical_accuracy", {}).items():
+                pl_module.log(f"attack/empirical@{radius}", accuracy, rank_zero_only=True)
         self._log(trainer, pl_module, certification.output_dir, outcome.rows)
 
     def _log(

@@ -9,7 +9,10 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from rsbench.attack import AttackSettings
+from rsbench.attack.stage import attack_after_certification
 from rsbench.certify.pipeline import Certification, Subject
+from rsbench.certify.records import STEM
 from rsbench.certify.settings import CertifySettings
 from rsbench.errors import ConfigError
 
@@ -25,6 +28,17 @@ def certify_settings(node: DictConfig) -> CertifySettings:
         raise ConfigError(str(error)) from None
 
 
+def attack_settings(node: DictConfig | None) -> AttackSettings | None:
+    """The settings of the ``attack`` config node (``attack=smoothadv``), or ``None`` without one."""
+    if not node:
+        return None
+    keys: dict[str, Any] = OmegaConf.to_container(node, resolve=True)  # type: ignore[assignment]
+    try:
+        return AttackSettings.from_keys(**keys)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+
+
 def certify_model(cfg: DictConfig) -> float | None:
     """Certify ``cfg.model`` on the test split of ``cfg.dataset`` with ``cfg.certify``'s protocol.
 
@@ -35,6 +49,7 @@ def certify_model(cfg: DictConfig) -> float | None:
     if not cfg.certify.enabled:
         raise ConfigError("certify=off (certify.enabled=false) leaves rsbench.certify nothing to do")
     settings = certify_settings(cfg.certify)
+    attack = attack_settings(cfg.get("attack"))
     datamodule = instantiate(cfg.dataset)
     datamodule.prepare_data()
     datamodule.setup("test")
@@ -48,8 +63,19 @@ def certify_model(cfg: DictConfig) -> float | None:
         built.provenance,
         noise=built.noise,
     )
-    outcome = Certification(settings, Path(cfg.certify.output_dir)).run(subject, datamodule.test_dataset)
+    certification = Certification(settings, Path(cfg.certify.output_dir))
+    outcome = certification.run(subject, datamodule.test_dataset)
     if outcome.summary is None:
         return None
+    if attack is not None:
+        attack_after_certification(
+            subject,
+            datamodule.test_dataset,
+            certification.settings,
+            attack,
+            outcome.summary,
+            outcome.rows[STEM],
+            cfg.certify.output_dir,
+        )
     sound = outcome.summary if outcome.summary["sound"] else outcome.summary["fixed_sigma"]
     return float(sound["acr"])
