@@ -56,6 +56,8 @@ def matches(row: Row, line: pd.Series) -> bool:
     first = row.first
     if line["method"] != first.method or not math.isclose(float(line["sigma"]), first.sigma):
         return False
+    if first.threat != "l2 (gaussian noise)":  # every published number is an l2 certificate of Gaussian smoothing
+        return False
     if line["dataset"] != first.family:
         return False
     variant = _pairs(line.get("variant"))
