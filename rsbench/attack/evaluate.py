@@ -24,6 +24,7 @@ time of the same images, so the attack's cost is stated as a multiple of certifi
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -33,6 +34,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from rsbench.attack.pgd import distance, smoothed_pgd
 from rsbench.attack.records import AttackRow, append_image, check_attack_protocol, read_attack_rows, write_rows
@@ -105,13 +107,16 @@ def attack_certified(
         log.info("resuming the attack: %d of %d images already attacked", len(done), len(targets))
     model = smooth.base_classifier
     stopped = False
+    progress = tqdm(total=len(targets), initial=len(targets) - len(todo), desc="attack", unit="img", mininterval=1.0)
     with torch.inference_mode(False), _frozen_if_module(model):  # Lightning's test stage runs in inference mode
         for cert in todo:
             image = images[cert.idx][0]
             append_image(output_dir, _attack_image(smooth, model, image, cert, radii, settings, seed))
+            progress.update(1)
             if should_stop is not None and should_stop():
                 stopped = True
                 break
+    progress.close()
     rows = [row for row in read_attack_rows(output_dir) if row.idx in {c.idx for c in targets}]
     summary = summarize_attack(
         rows, targets, radii, settings, norm=norm, noise=smooth.threat.noise, certify_alpha=certify_alpha
@@ -291,6 +296,4 @@ def _complete_images(output_dir: Path, radii: Sequence[float]) -> set[int]:
 
 def _frozen_if_module(model: Any) -> Any:
     """Eval mode and frozen weights for a module (restored afterwards); nothing for a plain callable."""
-    import contextlib
-
     return frozen(model) if isinstance(model, torch.nn.Module) else contextlib.nullcontext()
