@@ -5,8 +5,9 @@ in increasing order, SmoothAdv (:func:`rsbench.attack.pgd.smoothed_pgd`, noise o
 x' with ||x' - x|| <= r, and PREDICT (n samples, alpha; it may abstain) classifies x'. Radius 0 is PREDICT on x
 itself. An image counts as empirically robust at r while PREDICT returned y at every attacked radius up to r (an
 adversarial image found at a smaller radius lies in every larger ball), so its attack stops at the first radius
-where PREDICT does not return y; empirical robust accuracy is an upper bound on the smoothed classifier's true robust
-accuracy, as certified accuracy is a lower bound.
+where PREDICT does not return y. Empirical robust accuracy (Salman et al.'s, abstentions counting as errors) is, up
+to PREDICT's own errors and abstentions, an upper bound on the smoothed classifier's robust accuracy, as certified
+accuracy is a lower bound.
 
 **The check.** With probability >= 1 - alpha the certificate is right: g(x + delta) = c for every ||delta|| < R; and
 with probability >= 1 - alpha' (PREDICT's alpha) PREDICT at x' returns g(x') or abstains. So an answer of another
