@@ -54,9 +54,14 @@ _HINTS = {
 }
 
 
-def make_signature(net: nn.Module, sigma: float, method: str) -> dict[str, Any]:
-    """The signature stored with ``net``'s weights: its own (:meth:`Classifier.signature`), the sigma, the method."""
-    return {**net.signature(), "sigma": sigma, "method": method}  # type: ignore[operator]
+def make_signature(net: nn.Module, sigma: float, method: str, noise: str = "gaussian") -> dict[str, Any]:
+    """The signature stored with ``net``'s weights: its own (:meth:`Classifier.signature`), the sigma, the method.
+
+    A network trained with another noise than Gaussian adds ``noise``; a signature without it is Gaussian (every
+    checkpoint written before other noises existed).
+    """
+    trained_with = {} if noise == "gaussian" else {"noise": noise}
+    return {**net.signature(), "sigma": sigma, "method": method, **trained_with}  # type: ignore[operator]
 
 
 def check_signature(saved: Mapping[str, Any], expected: Mapping[str, Any], source: str = "checkpoint") -> None:

@@ -1,10 +1,11 @@
-"""Gaussian noise in [0,1] pixel space: the one sampler shared by training methods and certification.
+"""Noise in [0,1] pixel space: the one sampler shared by training methods and certification.
 
 Cohen et al. (2019) define the smoothed classifier g(x) = argmax_c P(f(x + eps) = c) with eps ~ N(0, sigma^2 I),
 and every certified radius is measured in the units of the space the noise is added in. rsbench adds noise to images
 in [0,1] pixel space, before the model's input layer (normalization is the model's first layer), never clamps the
 noisy input, and always draws the noise in float32 or wider: a bf16 grid is too coarse to be Gaussian (Voráček and
-Hein 2023).
+Hein 2023). The noise is Gaussian unless a module is given another distribution of
+:mod:`rsbench.noise_distributions` (``noise``, at the same per-coordinate standard deviation sigma).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import math
 
 import torch
 from torch import Tensor
+
+from rsbench.noise_distributions import GAUSSIAN, NoiseDistribution
 
 SigmaLike = float | Tensor
 """A scalar noise level, or one per example (shape ``[B]``) for data-dependent smoothing."""
@@ -43,7 +46,7 @@ def noise_dtype(dtype: torch.dtype) -> torch.dtype:
 
 
 class NoiseMixin:
-    """Gaussian noise sampling shared by every training method and by :class:`rsbench.Smooth`.
+    """Noise sampling (Gaussian by default) shared by every training method and by :class:`rsbench.Smooth`.
 
     The mixin owns ``sigma`` (validated > 0) and draws noise on the input's device, in fp32 (fp64 for fp64 inputs),
     optionally from an explicit ``torch.Generator`` so certification can seed selection and estimation streams
@@ -51,6 +54,20 @@ class NoiseMixin:
     """
 
     _sigma: float
+    _noise: NoiseDistribution = GAUSSIAN
+
+    @property
+    def noise(self) -> NoiseDistribution:
+        """The smoothing distribution (Gaussian unless set), drawn at per-coordinate standard deviation sigma."""
+        return self._noise
+
+    @noise.setter
+    def noise(self, value: NoiseDistribution) -> None:
+        self.check_noise(value)
+        self._noise = value
+
+    def check_noise(self, noise: NoiseDistribution) -> None:
+        """Raise ``ValueError`` naming why this module cannot use ``noise`` (it can use any, by default)."""
 
     @property
     def sigma(self) -> float:
@@ -68,7 +85,7 @@ class NoiseMixin:
         sigma: SigmaLike | None = None,
         generator: torch.Generator | None = None,
     ) -> Tensor:
-        """Return ``sigma * N(0, I)`` with the shape and device of ``like`` (fp32 or wider).
+        """Return ``sigma`` times a unit-variance draw of the noise, with the shape and device of ``like`` (fp32+).
 
         Args:
             like: a batch ``[B, ...]`` whose shape and device the noise takes.
@@ -76,7 +93,7 @@ class NoiseMixin:
             generator: the random stream to draw from; the global one when ``None``.
         """
         sigma = self.sigma if sigma is None else sigma
-        noise = self.standard_normal(like, generator)
+        noise = self.standard_normal(like, generator) if self.noise is GAUSSIAN else self.noise.unit(like, generator)
         return noise.mul_(_broadcastable(sigma, noise))
 
     def standard_normal(self, like: Tensor, generator: torch.Generator | None = None) -> Tensor:
@@ -98,7 +115,7 @@ class NoiseMixin:
         sigma: SigmaLike | None = None,
         generator: torch.Generator | None = None,
     ) -> Tensor:
-        """Return ``x + eps`` with ``eps ~ N(0, sigma^2 I)`` drawn fresh; the result is never clamped.
+        """Return ``x + eps`` with eps drawn fresh from the noise at sigma; the result is never clamped.
 
         Args:
             x: images ``[B, C, H, W]`` in [0,1] pixel space.
@@ -152,7 +169,7 @@ class NoiseMixin:
         return self.sample_noise(like, sigma, generator)
 
     def fill_noisy(self, out: Tensor, x: Tensor, generator: torch.Generator | None = None) -> Tensor:
-        """Overwrite ``out`` with ``x + eps``, ``eps ~ N(0, sigma^2 I)``, without allocating (CERTIFY's hot loop).
+        """Overwrite ``out`` with ``x + eps`` (eps: the noise at sigma) without allocating (CERTIFY's hot loop).
 
         Args:
             out: a float32/float64 buffer ``[k, C, H, W]`` on the device the noise should be drawn on.
@@ -161,7 +178,7 @@ class NoiseMixin:
         """
         if out.dtype not in (torch.float32, torch.float64):
             raise ValueError(f"noise must be drawn in float32 or float64, got a {out.dtype} buffer")
-        out.normal_(0.0, self.sigma, generator=generator)
+        self.noise.fill_(out, self.sigma, generator)
         return out.add_(x)
 
 

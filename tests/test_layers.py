@@ -19,6 +19,7 @@ LAYERS: dict[str, int] = {
     # 1: what every layer uses
     "rsbench.errors": 1,
     "rsbench.noise": 1,
+    "rsbench.noise_distributions": 1,
     "rsbench.stop": 1,
     "rsbench.loading": 1,
     # 2: data, networks, and the checkpoint format (its reader builds the network a signature names)
@@ -31,6 +32,7 @@ LAYERS: dict[str, int] = {
     "rsbench.methods": 4,
     # 5: what can be certified and how it is read
     "rsbench.models": 5,
+    "rsbench.attack": 5,  # attacks the smoothed classifier with the methods' PGD (rsbench.methods.attacks)
     # 6: the run lifecycle
     "rsbench.runs": 6,
     # 7: tools on top
@@ -122,6 +124,15 @@ def test_no_import_cycle_even_through_imports_inside_functions() -> None:
 def test_the_top_level_shows_the_layers() -> None:
     """``ls rsbench``: the layers' packages and the few foundation modules, nothing else."""
     entries = {p.name for p in PACKAGE.iterdir() if p.name != "__pycache__" and not p.name.startswith(".")}
-    packages = {"data", "archs", "certify", "methods", "models", "runs", "report", "importer", "bench"}
-    modules = {"__init__.py", "__main__.py", "errors.py", "noise.py", "stop.py", "loading.py", "checkpoint.py"}
+    packages = {"data", "archs", "certify", "methods", "models", "attack", "runs", "report", "importer", "bench"}
+    modules = {
+        "__init__.py",
+        "__main__.py",
+        "errors.py",
+        "noise.py",
+        "noise_distributions.py",
+        "stop.py",
+        "loading.py",
+        "checkpoint.py",
+    }
     assert entries == packages | modules | {"table.py"}  # table.py: the old name of `python -m rsbench.report`

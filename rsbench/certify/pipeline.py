@@ -43,6 +43,7 @@ from rsbench.certify.records import (
     check_protocol,
     merge_records,
     read_records,
+    record_columns,
     shard_record,
     write_protocol,
     write_record,
@@ -86,6 +87,7 @@ class Subject:
             ``metrics.json["hparams"]`` only; ``rsbench.report`` labels and groups runs by them.
         certify_defaults: the certification settings its training method asks for where the settings leave them
             unset (``certify_defaults`` in the method's config, e.g. the DDRS paper's sigma-search n for MACER).
+        noise: the noise it was trained with (a warning names a certification noise that differs).
     """
 
     classifier: nn.Module
@@ -95,6 +97,7 @@ class Subject:
     provenance: Mapping[str, Any] = field(default_factory=dict)
     hparams: Mapping[str, Any] = field(default_factory=dict)
     certify_defaults: Mapping[str, Any] = field(default_factory=dict)
+    noise: str = "gaussian"
 
 
 @dataclass(frozen=True)
@@ -167,6 +170,8 @@ class Certification:
         sigma = protocol.sigma if protocol.sigma is not None else subject.sigma
         if sigma != subject.sigma:
             log.warning("certifying at sigma=%s a model trained at sigma=%s", sigma, subject.sigma)
+        if protocol.noise != subject.noise:
+            log.warning("certifying with %s noise a model trained with %s noise", protocol.noise, subject.noise)
         indices = settings.subset.indices(len(images))
         meta = {
             **subject.description,
@@ -187,6 +192,8 @@ class Certification:
                 sigma,
                 precision=settings.speed.precision,
                 channels_last=settings.speed.channels_last,
+                noise=protocol.noise,
+                norm=protocol.norm,
             )
             for stem, certify_group, sound in self._records():
                 record = self.output_dir / shard_record(shard.rank, shard.world_size, stem)
@@ -223,7 +230,9 @@ class Certification:
         if subject.hparams:
             extra["hparams"] = dict(subject.hparams)
         extra.update(self.notes)
-        summary = self._summarize(rows[STEM], sigma, extra)
+        dim = images[indices[0]][0].numel() if indices else 0
+        extra.update(settings.protocol.threat.record(sigma, dim, settings.protocol.radius_step))
+        summary = self._summarize(rows[STEM], sigma, extra, dim)
         curves = [
             Curve(f"{settings.sigma_mode} sigma", [r.radius for r in rows[STEM]], [r.correct for r in rows[STEM]])
         ]
@@ -247,6 +256,8 @@ class Certification:
             log.warning("%s certificates are not sound guarantees: %s", settings.sigma_mode, summary["soundness"])
         write_metrics(summary, self.output_dir / "metrics.json")
         title = f"{meta.get('method')} on {meta.get('dataset')} ({meta.get('arch')}), sigma={sigma}"
+        if "norm" in summary:
+            title += f", {settings.protocol.threat.describe()}"
         p = settings.protocol
         note = f"{len(indices)} images, n0={p.n0}, n={p.n}, alpha={p.alpha}, {settings.mode} CERTIFY"
         plot_certified_accuracy(curves, summary["radius_cap"], self.output_dir / "certified_accuracy.png", title, note)
@@ -319,8 +330,9 @@ class Certification:
         together = self.settings.speed.images_together(self.settings.protocol)
         seed = self.settings.protocol.seed
         progress = tqdm(total=len(share), initial=len(done), desc=stem, unit="img", mininterval=1.0)
+        columns = record_columns(not self.settings.protocol.threat.is_default)
         try:
-            with RecordWriter(record) as writer:
+            with RecordWriter(record, columns) as writer:
                 for first in range(0, len(todo), together):
                     group = todo[first : first + together]
                     items = [images[i] for i in group]
@@ -393,8 +405,10 @@ class Certification:
             )
             yield position, cert
 
-    def _summarize(self, rows: list[CertificationRow], sigma: float, extra: dict[str, Any]) -> dict[str, Any]:
-        """The metrics.json content of ``rows`` (the radius grid reaches the largest sigma's cap)."""
+    def _summarize(
+        self, rows: list[CertificationRow], sigma: float, extra: dict[str, Any], dim: int = 0
+    ) -> dict[str, Any]:
+        """The metrics.json content of ``rows`` (the radius grid, in the certified norm, reaches the largest cap)."""
         settings, protocol = self.settings, self.settings.protocol
         largest_sigma = max([sigma, *(row.sigma for row in rows)])
         return summarize(
@@ -403,8 +417,8 @@ class Certification:
             n0=protocol.n0,
             n=protocol.n,
             alpha=protocol.alpha,
-            radius_step=protocol.radius_step,
-            cap=settings.cap(largest_sigma),
+            radius_step=settings.grid_step(dim),
+            cap=settings.cap(largest_sigma, dim),
             extra={
                 **extra,
                 "mode": settings.mode,
@@ -428,4 +442,6 @@ def _row(idx: int, label: int, cert: Certificate, sound: bool) -> CertificationR
         pA_lower=cert.p_a_lower,
         sigma=cert.sigma,
         sound=sound,
+        norm=cert.norm,
+        noise=cert.noise,
     )

@@ -4,7 +4,9 @@ The first six columns are Cohen et al.'s ``idx label predict radius correct time
 (votes for the selected class among the estimation samples), ``n`` (estimation samples drawn: the protocol's n, or
 fewer when sequential certification stopped early), ``pA_lower``, ``sigma`` and ``sound`` (whether the row is a
 sound certificate: false only for data-dependent-sigma certificates). Radii are written at full float
-precision, so grid thresholds never round a 0.4996 up to 0.5.
+precision, so grid thresholds never round a 0.4996 up to 0.5. A record of another threat model than Gaussian noise
+and the l2 norm ends with two more columns, ``norm`` and ``noise`` (:mod:`rsbench.certify.threat`); a record without
+them is Gaussian and l2.
 
 Next to it, ``certify_protocol.json`` records what the rows depend on (n0, n, alpha, sigma, seed, the subset, the
 model's weights fingerprint). Rerunning into the same directory continues after the last complete row; a protocol
@@ -36,6 +38,9 @@ COLUMNS: tuple[str, ...] = (
     "sigma",
     "sound",
 )
+THREAT_COLUMNS: tuple[str, ...] = ("norm", "noise")
+"""Appended to :data:`COLUMNS` in records of a threat model other than Gaussian noise and the l2 norm."""
+DEFAULT_THREAT = ("l2", "gaussian")
 
 
 @dataclass(frozen=True)
@@ -53,11 +58,18 @@ class CertificationRow:
     pA_lower: float
     sigma: float
     sound: bool = True
+    norm: str = DEFAULT_THREAT[0]
+    noise: str = DEFAULT_THREAT[1]
+
+    @property
+    def names_threat(self) -> bool:
+        """Whether the line carries ``norm`` and ``noise`` (any threat model but Gaussian noise and l2)."""
+        return (self.norm, self.noise) != DEFAULT_THREAT
 
     def to_line(self) -> str:
         """The row as a tab-separated line (full float precision, ``correct`` as 0/1, ``sound`` as true/false)."""
         values = []
-        for value in astuple(self):
+        for value in astuple(self)[: len(COLUMNS) + (len(THREAT_COLUMNS) if self.names_threat else 0)]:
             if isinstance(value, bool):
                 values.append("true" if value else "false")
             elif isinstance(value, float):
@@ -71,11 +83,13 @@ class CertificationRow:
     def from_line(cls, line: str) -> CertificationRow:
         """Parse a line written by :meth:`to_line`."""
         parts = line.rstrip("\n").split("\t")
-        if len(parts) != len(COLUMNS):
+        if len(parts) not in (len(COLUMNS), len(COLUMNS) + len(THREAT_COLUMNS)):
             raise ValueError(f"expected {len(COLUMNS)} tab-separated columns, got {len(parts)}: {line!r}")
         kwargs: dict[str, Any] = {}
-        for field, text in zip(fields(cls), parts, strict=True):
-            if field.name == "correct":
+        for field, text in zip(fields(cls), parts, strict=False):
+            if field.name in THREAT_COLUMNS:
+                kwargs[field.name] = text
+            elif field.name == "correct":
                 kwargs[field.name] = text == "1"
             elif field.name == "sound":
                 kwargs[field.name] = text == "true"
@@ -93,7 +107,7 @@ def read_rows(path: Path) -> list[CertificationRow]:
     if len(lines) == 1:
         return []  # empty, or a header cut short by a crash: no row was written yet
     header, body = lines[0], lines[1:-1]  # the last element is "" or an incomplete line
-    if tuple(header.split("\t")) != COLUMNS:
+    if tuple(header.split("\t")) not in (COLUMNS, COLUMNS + THREAT_COLUMNS):
         raise damaged_record(path, 1, f"it does not start with the certify.tsv header {COLUMNS}: {header!r}")
     try:
         return [CertificationRow.from_line(line) for line in body if line]
@@ -196,7 +210,14 @@ def merge_records(directory: Path, stem: str = STEM) -> list[CertificationRow]:
 
 def write_record(path: Path, rows: Iterable[CertificationRow]) -> None:
     """Write a whole record at once, atomically (used for merged and post-processed records)."""
-    _write_atomically(Path(path), "\t".join(COLUMNS) + "\n" + "".join(row.to_line() for row in rows))
+    rows = list(rows)
+    header = record_columns(any(row.names_threat for row in rows))
+    _write_atomically(Path(path), "\t".join(header) + "\n" + "".join(row.to_line() for row in rows))
+
+
+def record_columns(names_threat: bool) -> tuple[str, ...]:
+    """The header of a record: :data:`COLUMNS`, then :data:`THREAT_COLUMNS` when its rows name a threat model."""
+    return COLUMNS + THREAT_COLUMNS if names_threat else COLUMNS
 
 
 class RecordWriter:
@@ -204,21 +225,25 @@ class RecordWriter:
 
     Args:
         path: ``certify.tsv`` or a shard file; created with its header when new.
+        columns: the header (:func:`record_columns`); an existing file with another header (rows of another threat
+            model) is refused rather than continued.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, columns: tuple[str, ...] = COLUMNS) -> None:
         self.path = Path(path)
+        self.columns = columns
         self._file: TextIO | None = None
 
     def __enter__(self) -> RecordWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.exists() and self.path.stat().st_size > 0:
             _drop_incomplete_tail(self.path)
+            _check_header(self.path, self.columns)
         if self.path.exists() and self.path.stat().st_size > 0:
             self._file = self.path.open("a")
         else:
             self._file = self.path.open("w")
-            self._file.write("\t".join(COLUMNS) + "\n")
+            self._file.write("\t".join(self.columns) + "\n")
             self._file.flush()
         return self
 
@@ -234,6 +259,17 @@ class RecordWriter:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+def _check_header(path: Path, columns: tuple[str, ...]) -> None:
+    """Refuse to append rows under ``columns`` to a record whose (complete) header differs."""
+    with path.open() as file:
+        first = file.readline()
+    if first.endswith("\n") and tuple(first.rstrip("\n").split("\t")) != columns:
+        raise ProtocolMismatchError(
+            f"{path} holds rows with the columns {first.split()}, not {list(columns)} (rows of another threat model: "
+            "norm and noise), so its rows cannot be continued; write to a new output directory"
+        )
 
 
 def _drop_incomplete_tail(path: Path) -> None:

@@ -26,6 +26,7 @@ from rsbench.certify.data_dependent import SigmaSearch
 from rsbench.certify.sequential import LookSchedule
 from rsbench.certify.smooth import PRECISIONS, Precision
 from rsbench.certify.subset import certification_indices
+from rsbench.certify.threat import ThreatModel
 from rsbench.errors import ConfigError
 from rsbench.noise import check_sigma
 
@@ -51,7 +52,10 @@ class Protocol:
         seed: the certification seed; image i's noise streams derive from (seed, i), so results are reproducible
             and an interrupted run resumes with the numbers an uninterrupted one would give (same batch size).
         sigma: the certification noise level; ``None`` uses the model's training sigma.
-        radius_step: the step of the radius grid in ``metrics.json``.
+        radius_step: the step of the radius grid in ``metrics.json`` (an l-infinity grid scales it by 1/sqrt(d):
+            :meth:`rsbench.certify.threat.ThreatModel.grid_step`).
+        noise: the smoothing noise (``gaussian``, ``laplace``, ``uniform``) at per-coordinate standard deviation sigma.
+        norm: the norm certified (``l1``, ``l2``, ``linf``); ``None``: the noise's own (:mod:`rsbench.certify.threat`).
     """
 
     n0: int = 100
@@ -60,6 +64,8 @@ class Protocol:
     seed: int = 0
     sigma: float | None = None
     radius_step: float = 0.25
+    noise: str = "gaussian"
+    norm: str | None = None
 
     def __post_init__(self) -> None:
         _check_count(n0=self.n0, n=self.n)
@@ -70,6 +76,12 @@ class Protocol:
             raise ValueError(f"certify.radius_step must be > 0, got {self.radius_step}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"certify.seed must be an integer >= 0, got {self.seed!r}")
+        ThreatModel(self.noise, self.norm)  # validates both, naming the certify key
+
+    @property
+    def threat(self) -> ThreatModel:
+        """The threat model certified: the norm and the smoothing noise."""
+        return ThreatModel(self.noise, self.norm)
 
 
 @dataclass(frozen=True)
@@ -229,6 +241,13 @@ class CertifySettings:
             raise ValueError(
                 f"certify.sigma_mode={self.data_dependent.mode} runs standard CERTIFY at each sigma: set mode=standard"
             )
+        threat = self.protocol.threat
+        if not threat.is_default and (self.sequential is not None or self.data_dependent is not None):
+            what = f"mode={self.mode}" if self.sequential is not None else f"sigma_mode={self.sigma_mode}"
+            raise ValueError(
+                f"certify.{what} certifies the Gaussian l2 radius only, not {threat.describe()}: "
+                "use certify.mode=standard and certify.sigma_mode=fixed"
+            )
 
     @property
     def mode(self) -> Mode:
@@ -240,11 +259,22 @@ class CertifySettings:
         """``fixed``, ``data_dependent`` or ``memory``."""
         return "fixed" if self.data_dependent is None else self.data_dependent.mode
 
-    def cap(self, sigma: float) -> float:
-        """The largest radius reported: the fixed-n cap, or in sequential mode the schedule's radius cap."""
+    def cap(self, sigma: float, dim: int = 0) -> float:
+        """The largest radius reported: the fixed-n cap, or in sequential mode the schedule's radius cap.
+
+        Args:
+            sigma: the noise level.
+            dim: the input dimension (C * H * W), needed by the l-infinity certificates and norm conversions.
+        """
+        if not self.protocol.threat.is_default:
+            return self.protocol.threat.cap(sigma, self.protocol.n, self.protocol.alpha, dim)
         if self.sequential is None:
             return radius_cap(sigma, self.protocol.n, self.protocol.alpha)
         return self.sequential.cap(sigma)
+
+    def grid_step(self, dim: int) -> float:
+        """The step of the certified-accuracy grid in the certified norm (``radius_step`` unless l-infinity)."""
+        return self.protocol.threat.grid_step(self.protocol.radius_step, dim)
 
     @classmethod
     def from_keys(cls, mode: Mode = "standard", sigma_mode: SigmaMode = "fixed", **keys: Any) -> CertifySettings:
@@ -325,6 +355,7 @@ class CertifySettings:
             "precision": self.speed.precision,
             "channels_last": self.speed.channels_last,
             "compile": self.speed.compile,
+            **self.protocol.threat.protocol_fields(),
         }
         if self.sequential is not None:
             record.update(

@@ -5,7 +5,9 @@ CERTIFY (the paper's Algorithm 2) picks the class from n0 selection samples, cou
 estimation samples, lower-bounds its probability with a one-sided Clopper-Pearson bound at level alpha and returns
 R = sigma * Phi^-1(pA_lower), or abstains when pA_lower < 1/2 (Theorem 1 with pB = 1 - pA). PREDICT (Algorithm 1)
 returns the top class when a two-sided binomial test of the top two counts rejects at alpha, and abstains
-otherwise. Both guarantees hold with probability >= 1 - alpha over the sampling.
+otherwise. Both guarantees hold with probability >= 1 - alpha over the sampling. With ``noise=`` another smoothing
+distribution (Laplace, uniform) and ``norm=`` another norm, the radius is that threat model's closed form
+(:mod:`rsbench.certify.threat`); Gaussian noise and l2 are the default.
 
 Noise is drawn on the base classifier's device, in fp32, ``batch_size`` samples at a time into one reused buffer,
 so memory depends on the batch size and never on n. Votes are counted on the device and read once per call.
@@ -25,7 +27,6 @@ import torch
 from torch import Tensor, nn
 
 from rsbench.certify.bounds import (
-    certified_radius,
     check_alpha,
     clopper_pearson_lower,
     min_certify_samples,
@@ -33,7 +34,9 @@ from rsbench.certify.bounds import (
     top_two_p_value,
 )
 from rsbench.certify.seeding import ESTIMATION, PREDICTION, SELECTION, make_generator
+from rsbench.certify.threat import DEFAULT_NOISE, DEFAULT_NORM, ThreatModel
 from rsbench.noise import NoiseMixin
+from rsbench.noise_distributions import noise_distribution
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,7 @@ class Certificate:
 
     Attributes:
         prediction: the certified class, or ``Smooth.ABSTAIN`` (-1).
-        radius: the certified l2 radius in [0,1] pixel units (0.0 on abstention).
+        radius: the certified radius in [0,1] pixel units (0.0 on abstention), in ``norm``.
         p_a_lower: the one-sided Clopper-Pearson lower bound on P(f(x + eps) = prediction).
         count: the votes for the selected class among the n estimation samples.
         selected: the class chosen from the n0 selection samples (kept even when abstaining).
@@ -51,6 +54,8 @@ class Certificate:
         alpha: the failure probability.
         sigma: the noise level.
         seconds: wall-clock time of the call.
+        norm: the norm the radius is measured in.
+        noise: the smoothing noise.
     """
 
     prediction: int
@@ -63,6 +68,8 @@ class Certificate:
     alpha: float
     sigma: float
     seconds: float
+    norm: str = DEFAULT_NORM
+    noise: str = DEFAULT_NOISE
 
     @property
     def abstained(self) -> bool:
@@ -89,6 +96,10 @@ class Smooth(NoiseMixin):
         channels_last: draw the noisy batches in channels-last memory format (faster convolutions on CPUs and
             tensor-core GPUs when the model is in channels-last format too). The noise has the same distribution,
             but a seed then places its samples differently than in the default layout.
+        noise: the smoothing noise, ``gaussian`` (default), ``laplace`` or ``uniform``, at per-coordinate standard
+            deviation ``sigma`` (:mod:`rsbench.noise_distributions`).
+        norm: the norm of the certified radius, ``l1``, ``l2`` or ``linf``; ``None``: the one the noise certifies
+            directly (l2 for Gaussian, l1 for Laplace and uniform noise).
     """
 
     ABSTAIN = -1
@@ -101,6 +112,8 @@ class Smooth(NoiseMixin):
         *,
         precision: Precision = "fp32",
         channels_last: bool = False,
+        noise: str = DEFAULT_NOISE,
+        norm: str | None = None,
     ) -> None:
         if num_classes < 2:
             raise ValueError(f"num_classes must be >= 2, got {num_classes}")
@@ -111,6 +124,8 @@ class Smooth(NoiseMixin):
         self.sigma = sigma
         self.precision = precision
         self.channels_last = channels_last
+        self.threat = ThreatModel(noise, norm)
+        self.noise = noise_distribution(noise)
 
     def certify(
         self, x: Tensor, n0: int, n: int, alpha: float, batch_size: int, *, seed: int | None = None
@@ -118,7 +133,7 @@ class Smooth(NoiseMixin):
         """CERTIFY (Algorithm 2): return ``(prediction, radius)``, or ``(Smooth.ABSTAIN, 0.0)``.
 
         With probability >= 1 - alpha over the sampling, a returned class c satisfies g(x + delta) = c for every
-        ||delta||_2 < radius.
+        ||delta|| < radius in the certified norm (l2 by default).
 
         Args:
             x: one image ``[C, H, W]`` in [0,1] pixel space.
@@ -220,6 +235,7 @@ class Smooth(NoiseMixin):
         estimation = self.sample_counts_batch(xs, n, batch_size, streams)
         seconds = (time.perf_counter() - start) / len(xs) + extra_seconds
         certificates = []
+        threat, dim = self.threat, xs[0].numel()
         for choice, votes in zip(selected, estimation, strict=True):
             count = int(votes[choice])
             p_a_lower = clopper_pearson_lower(count, n, alpha)
@@ -227,7 +243,7 @@ class Smooth(NoiseMixin):
             certificates.append(
                 Certificate(
                     prediction=self.ABSTAIN if abstain else int(choice),
-                    radius=0.0 if abstain else certified_radius(p_a_lower, self.sigma),
+                    radius=0.0 if abstain else threat.radius(p_a_lower, self.sigma, dim),
                     p_a_lower=p_a_lower,
                     count=count,
                     selected=int(choice),
@@ -236,6 +252,8 @@ class Smooth(NoiseMixin):
                     alpha=alpha,
                     sigma=self.sigma,
                     seconds=seconds,
+                    norm=threat.resolved_norm,
+                    noise=threat.noise,
                 )
             )
         return certificates

@@ -83,9 +83,10 @@ def _dumps(value: Any, indent: int = 0) -> str:
 def format_summary(summary: Mapping[str, Any]) -> str:
     """A short human-readable report: ACR, abstention and certified accuracy per radius (soundness first)."""
     accuracy = "  ".join(f"r={r}: {100 * a:.1f}%" for r, a in summary["certified_accuracy"].items())
+    threat = f"{summary['norm']} radii, {summary['noise']} noise, " if "norm" in summary else ""
     report = (
         f"ACR {summary['acr']:.4f} over {summary['num_images']} images "
-        f"(sigma={summary['sigma']}, n0={summary['n0']}, n={summary['n']}, alpha={summary['alpha']}; "
+        f"({threat}sigma={summary['sigma']}, n0={summary['n0']}, n={summary['n']}, alpha={summary['alpha']}; "
         f"abstained {100 * summary['abstain_rate']:.1f}%)\ncertified accuracy: {accuracy}"
     )
     if summary.get("sound", True):

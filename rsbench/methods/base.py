@@ -28,8 +28,10 @@ from torchmetrics.classification import MulticlassAccuracy
 from rsbench.archs.classifier import Classifier
 from rsbench.certify.seeding import make_generator
 from rsbench.checkpoint import SIGNATURE_KEY, check_signature, make_signature, signature_of
+from rsbench.errors import CheckpointMismatchError
 from rsbench.methods.prerequisites import Prerequisite
 from rsbench.noise import NoiseMixin, SigmaLike
+from rsbench.noise_distributions import GAUSSIAN, NoiseDistribution
 
 OptimizerFactory = Callable[[Iterable[torch.nn.Parameter]], Optimizer]
 SchedulerFactory = Callable[[Optimizer], LRScheduler]
@@ -79,6 +81,8 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
     """
 
     method_name: ClassVar[str] = "base"
+    gaussian_only: ClassVar[str | None] = None
+    """Why the method's loss needs Gaussian noise, when it does: it then refuses another ``noise`` with this reason."""
 
     def __init__(
         self,
@@ -153,6 +157,16 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
             self._log_training(out)
         return None
 
+    def noise_refusal(self) -> str | None:
+        """Why this method cannot train with a noise other than Gaussian (``gaussian_only``), or ``None``."""
+        return self.gaussian_only
+
+    def check_noise(self, noise: NoiseDistribution) -> None:
+        """Refuse a non-Gaussian ``noise`` when the method's math is Gaussian (:meth:`noise_refusal`), in one line."""
+        reason = self.noise_refusal()
+        if noise is not GAUSSIAN and reason is not None:
+            raise ValueError(f"noise={noise.name} cannot train method={self.method_name}: {reason}")
+
     def example_sigma(self, x: Tensor, y: Tensor, indices: Tensor) -> SigmaLike | None:
         """The noise level of each training example of a batch: ``None`` (the module's ``sigma``) by default.
 
@@ -217,12 +231,16 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
         return {key: value if isinstance(value, plain) else str(value) for key, value in self.hparams.items()}
 
     def signature(self) -> dict[str, Any]:
-        """What a checkpoint of this module must match to be loaded: architecture, classes, input layer, sigma."""
-        return {**self.net.signature(), "sigma": self.sigma}
+        """What a checkpoint of this module must match to be loaded: architecture, classes, input layer, sigma.
+
+        A module trained with another noise than Gaussian adds its ``noise``; a checkpoint without it is Gaussian.
+        """
+        noise = {} if self.noise is GAUSSIAN else {"noise": self.noise.name}
+        return {**self.net.signature(), "sigma": self.sigma, **noise}
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Store the signature (and the method) in the checkpoint (:func:`rsbench.checkpoint.make_signature`)."""
-        checkpoint[SIGNATURE_KEY] = make_signature(self.net, self.sigma, self.method_name)
+        checkpoint[SIGNATURE_KEY] = make_signature(self.net, self.sigma, self.method_name, self.noise.name)
 
     def on_load_checkpoint(self, checkpoint: Mapping[str, Any]) -> None:
         """Refuse a checkpoint made for another architecture, class count, input layer or (by default) sigma."""
@@ -237,6 +255,13 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
         """
         saved = signature_of(checkpoint, source)
         expected = self.signature()
+        expected.pop("noise", None)  # checked below, with its own hint
         if self.allow_sigma_mismatch:
             expected.pop("sigma")
         check_signature(saved, expected, source)
+        trained_with = saved.get("noise", GAUSSIAN.name)
+        if trained_with != self.noise.name and not self.allow_sigma_mismatch:
+            raise CheckpointMismatchError(
+                f"{source} was trained with {trained_with} noise, this run uses noise={self.noise.name} (choose "
+                f"noise={trained_with}, or allow_sigma_mismatch=true to load it under another noise on purpose)"
+            )

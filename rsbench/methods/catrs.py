@@ -94,6 +94,10 @@ class CATRS(SmoothingModule):
     """
 
     method_name = "catrs"
+    gaussian_only = (
+        "its teacher is a Gaussian model and its worst-case noise search re-standardises "
+        "Gaussian noise (Jeong, Kim and Shin 2023, eq. (7))"
+    )
 
     @classmethod
     def prerequisites(cls, method: Mapping[str, Any]) -> tuple[Prerequisite, ...]:

@@ -117,6 +117,12 @@ class ConsistencyRegularization(SmoothingModule):
         self.num_steps = check_int("method.num_steps", num_steps, 1)
         self.warmup = check_int("method.warmup", warmup, 1)
 
+    def noise_refusal(self) -> str | None:
+        """Plain Consistency trains with any noise; ``adversarial=true`` (SmoothAdv's attack) only with Gaussian."""
+        if self.adversarial:
+            return "method.adversarial=true trains at SmoothAdv's l2 adversary of the Gaussian-smoothed classifier"
+        return None
+
     def current_epsilon(self) -> float:
         """The warmed-up attack radius of the current epoch (``adversarial=true``)."""
         assert self.epsilon is not None

@@ -59,6 +59,7 @@ class DataDependentSigma(SmoothingModule):
     optimizer steps and logging are untouched.
     """
 
+    gaussian_only = "its per-example sigma search ascends the Gaussian radius sigma/2 (Phi^-1(E_A) - Phi^-1(E_B))"
     sigma_iters: int
     sigma_lr: float
     sigma_samples: int

@@ -119,6 +119,10 @@ class MACER(SmoothingModule):
     """
 
     method_name = "macer"
+    gaussian_only = (
+        "its loss maximises the Gaussian radius sigma/2 (Phi^-1(pA) - Phi^-1(pB)) "
+        "(Zhai et al. 2020, eq. (16)), which no other noise certifies"
+    )
 
     def __init__(
         self,

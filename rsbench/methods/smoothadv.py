@@ -58,6 +58,10 @@ class SmoothAdv(SmoothingModule):
     """
 
     method_name = "smoothadv"
+    gaussian_only = (
+        "its adversary attacks the Gaussian-smoothed soft classifier in the l2 ball, "
+        "whose guarantee (Salman et al. 2019) holds for Gaussian noise only"
+    )
 
     def __init__(
         self,

@@ -71,6 +71,7 @@ class SmoothMix(SmoothingModule):
     """
 
     method_name = "smoothmix"
+    gaussian_only = "its adversary and mixup are built on the l2 geometry of Gaussian smoothing (Jeong et al. 2021)"
 
     def __init__(
         self,

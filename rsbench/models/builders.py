@@ -56,7 +56,8 @@ def checkpoint(path: str, num_classes: int, in_channels: int) -> Subject:
     )
     description = {"method": signature.get("method", "unknown"), "arch": signature["arch"]}
     provenance = {"kind": "checkpoint", "path": str(path), "sha256": file_digest(path), "signature": dict(signature)}
-    return Subject(classifier, num_classes, float(signature["sigma"]), description, provenance)
+    noise = str(signature.get("noise", "gaussian"))  # written only by modules trained with another noise
+    return Subject(classifier, num_classes, float(signature["sigma"]), description, provenance, noise=noise)
 
 
 def module(

@@ -1,8 +1,8 @@
 """Assemble the report's sections and notes.
 
-The results table, the paired comparison with a baseline, the envelope over sigma, the published numbers beside
-rsbench's, each row against the authors' released per-image run of it, and notes on anything a reader must know
-(unsound rows, rounded radii).
+The results table, the paired comparison with a baseline, the envelope over sigma, the attack's empirical accuracy
+beside certified accuracy, the published numbers beside rsbench's, each row against the authors' released per-image
+run of it, and notes on anything a reader must know (unsound rows, rounded radii).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from rsbench.report.against_released import compare_released
+from rsbench.report.attack import attack_section
 from rsbench.report.paired import baseline_rows, paired_table
 from rsbench.report.published import compare_published, load_published
 from rsbench.report.render import Section
@@ -41,6 +42,9 @@ def build_sections(
     envelope = envelope_frame(rows, numbers, keys, options)
     if envelope is not None:
         sections.append(envelope)
+    attacked = attack_section(rows, keys, options)
+    if attacked is not None:
+        sections.append(attacked)
     if published:
         comparison = compare_published(rows, numbers, load_published(), options, published_source)
         if comparison is not None:
@@ -114,7 +118,7 @@ def envelope_frame(rows: Sequence[Row], numbers: pd.DataFrame, keys: Sequence[st
     Cohen et al.'s Fig. 7 and Salman et al.'s tables take this envelope. None when no setting ran at two sigmas.
     """
     lines = []
-    frame = numbers.assign(_setting=[row.label + "|" + repr(row.settings) for row in rows])
+    frame = numbers.assign(_setting=[row.label + "|" + repr(row.settings) + "|" + row.threat for row in rows])
     for _, group in frame.groupby("_setting", sort=False):
         if group["sigma"].nunique() < 2:
             continue

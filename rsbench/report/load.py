@@ -8,6 +8,11 @@ certificates (``certify_fixed_sigma.tsv``) and the labelled unsound ones (``cert
 A TSV in the format of Cohen et al.'s ``certify.py`` (``idx label predict radius correct time``, radius often with
 3 significant digits, time as seconds or ``0:00:01.234``), as the authors of the papers released them, is read when
 given as a file; its sigma comes from ``--sigma`` or the path (``noise_0.25``, ``sigma_0.5``, ``sigma=1.0``).
+
+Every result has a threat model, the norm of its radii and its smoothing noise: ``metrics.json``'s ``norm`` and
+``noise`` (a TSV's ``norm`` and ``noise`` columns), and l2 with Gaussian noise where they are absent, as in every
+record rsbench wrote before it certified other threat models and in every released log. A run attacked after
+certification (``attack=smoothadv``) also brings its ``attack.tsv`` rows and ``metrics.json["attack"]``.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import pandas as pd
 import yaml
 from omegaconf import OmegaConf
 
+from rsbench.attack.records import read_attack_rows
 from rsbench.certify.bounds import radius_cap
 from rsbench.certify.records import read_records
 from rsbench.certify.subset import indices_digest
@@ -69,6 +75,10 @@ class Result:
         rounded_radii: radii were written with 3 significant digits (Cohen's format), so a radius counted at a grid
             radius may have been rounded up to it.
         device: the device that certified (``metrics.json["environment"]["device_name"]``), None when not recorded.
+        norm: the norm of the radii (``l1``, ``l2``, ``linf``).
+        noise: the smoothing noise.
+        attack: ``metrics.json["attack"]`` of a run attacked after certification, else None.
+        attack_records: its ``attack.tsv`` rows (idx, radius, correct, ...), else None.
     """
 
     source: Path
@@ -91,6 +101,10 @@ class Result:
     mean_samples: float | None = None
     rounded_radii: bool = False
     device: str | None = None
+    norm: str = "l2"
+    noise: str = "gaussian"
+    attack: Mapping[str, Any] | None = None
+    attack_records: pd.DataFrame | None = field(default=None, repr=False)
 
     @property
     def label(self) -> str:
@@ -116,8 +130,15 @@ class Result:
         """The largest radius the protocol can certify, sigma * Phi^-1(alpha^(1/n)) (inf when n or alpha is unknown)."""
         if self.protocol.get("radius_cap") is not None:
             return float(self.protocol["radius_cap"])
+        if self.threat != "l2 (gaussian noise)":
+            return math.inf  # a TSV of another threat model: its cap needs the dimension, which it does not say
         n, alpha = self.protocol.get("n"), self.protocol.get("alpha")
         return radius_cap(self.sigma, int(n), float(alpha)) if n and alpha else math.inf
+
+    @property
+    def threat(self) -> str:
+        """The threat model, e.g. ``l1 (laplace noise)``."""
+        return f"{self.norm} ({self.noise} noise)"
 
     def setting(self, key: str) -> str:
         """The value of config key ``key`` in this run, as text.
@@ -255,6 +276,7 @@ def _run_result(
     }
     seed = _select(config, "seed")
     epochs = _select(config, "trainer.max_epochs")
+    attacked = read_attack_rows(run) if stem == "certify" else []
     return Result(
         source=run,
         method=str(summary["method"]),
@@ -275,6 +297,10 @@ def _run_result(
         epochs=int(epochs) if epochs is not None else None,
         mean_samples=summary.get("mean_samples"),
         device=(metrics.get("environment") or {}).get("device_name"),
+        norm=str(summary.get("norm", "l2")),
+        noise=str(summary.get("noise", "gaussian")),
+        attack=metrics.get("attack") if attacked else None,
+        attack_records=pd.DataFrame([asdict(row) for row in attacked]) if attacked else None,
     )
 
 
@@ -330,6 +356,8 @@ def read_cohen_tsv(
     variant = ""
     if layout and layout.trained_sigma is not None and not math.isclose(layout.trained_sigma, sigma):
         variant = f"trained at sigma {layout.trained_sigma:g}"
+    certified_norm = str(frame["norm"].iloc[0]) if "norm" in frame.columns and len(frame) else "l2"
+    noise = str(frame["noise"].iloc[0]) if "noise" in frame.columns and len(frame) else "gaussian"
     return Result(
         source=path,
         method=LOG_FOLDERS.get(method, method),
@@ -342,6 +370,8 @@ def read_cohen_tsv(
         records=records,
         hparams_recorded=False,
         rounded_radii=rounded,
+        norm=certified_norm,
+        noise=noise,
     )
 
 

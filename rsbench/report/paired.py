@@ -3,7 +3,9 @@
 ``--baseline gaussian`` pairs every row with the row of method ``gaussian`` that has the same dataset, sigma and
 settings (the method's own hyperparameters aside); ``--baseline <run folder or TSV>`` pairs every row with the row
 holding that run. Rows are paired only when they certified the same images of the same dataset; otherwise the
-comparison says so and computes nothing (a difference between two image subsets is not a paired difference).
+comparison says so and computes nothing (a difference between two image subsets is not a paired difference). Rows
+of different norms are never paired (their radii measure different balls); a method's baseline row also has its
+noise, while ``--baseline <run>`` may pair rows of other noises in the same norm (Yang et al.'s comparison).
 """
 
 from __future__ import annotations
@@ -36,7 +38,12 @@ def baseline_rows(rows: Sequence[Row], baseline: str) -> dict[int, Row | str]:
         holding = [row for row in rows if any(_same_path(r.source, path) for r in row.results)]
         if not holding:
             raise ReportError(f"--baseline {baseline} is not one of the runs given to the report; pass it too")
-        return {i: holding[0] for i, row in enumerate(rows) if row is not holding[0]}
+        base = holding[0]
+        return {
+            i: base if row.first.norm == base.first.norm else f"{base.name} certifies {base.threat}, not {row.threat}"
+            for i, row in enumerate(rows)
+            if row is not base
+        }
     if baseline not in methods:
         raise ReportError(
             f"--baseline {baseline!r} is neither a method among the rows ({', '.join(methods)}) nor a run folder"
@@ -52,12 +59,13 @@ def baseline_rows(rows: Sequence[Row], baseline: str) -> dict[int, Row | str]:
             and other.first.dataset == row.first.dataset
             and math.isclose(other.first.sigma, row.first.sigma)
             and _shared_settings(other) == _shared_settings(row)
+            and other.threat == row.threat
         ]
         if len(candidates) == 1:
             pairs[i] = candidates[0]
         else:
             which = "no" if not candidates else f"{len(candidates)}"
-            pairs[i] = f"{which} {baseline} rows with the same dataset, sigma and settings"
+            pairs[i] = f"{which} {baseline} rows with the same dataset, sigma, settings and threat model"
     return pairs
 
 

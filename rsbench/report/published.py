@@ -58,6 +58,8 @@ def matches(row: Row, line: pd.Series) -> bool:
         return False
     if first.variant.startswith("trained at"):
         return False  # certified at another sigma than trained: no table reports that model at this sigma
+    if first.threat != "l2 (gaussian noise)":  # every published number is an l2 certificate of Gaussian smoothing
+        return False
     if line["dataset"] != first.family:
         return False
     variant = _pairs(line.get("variant"))

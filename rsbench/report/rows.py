@@ -1,6 +1,7 @@
 """Group results into the rows of a table: one row per setting, its runs differing only in ``seed``.
 
-A setting is the method (with its variant: sound/unsound, sequential), dataset, architecture, sigma, the method's
+A setting is the threat model (norm and noise: rows of two threat models are never merged, compared or paired), the
+method (with its variant: sound/unsound, sequential), dataset, architecture, sigma, the method's
 recorded hyperparameters and the value of every key any run overrode on the command line (``.hydra/overrides.yaml``;
 the seed excepted). A run whose ``metrics.json`` predates recorded hyperparameters joins the one recorded setting its
 own ``.hydra/config.yaml`` agrees with. Runs of one setting must have been certified alike (n0, n, alpha, mode, the
@@ -41,6 +42,11 @@ class Row:
     def label(self) -> str:
         """The method with its variant."""
         return self.first.label
+
+    @property
+    def threat(self) -> str:
+        """The threat model of the row, e.g. ``l1 (laplace noise)``."""
+        return self.first.threat
 
     @property
     def seeds(self) -> list[int | None]:
@@ -108,7 +114,8 @@ def group_rows(results: Sequence[Result]) -> tuple[list[Row], list[str], dict[st
     keys = sorted({k for r in results for k in r.overrides} - DEDICATED)
 
     settings_of = [
-        (r.label, r.dataset, r.arch, canonical(r.sigma), tuple((k, r.setting(k)) for k in keys)) for r in results
+        (r.label, r.dataset, r.arch, canonical(r.sigma), tuple((k, r.setting(k)) for k in keys), r.threat)
+        for r in results
     ]
     recorded: dict[tuple[Any, ...], dict[HParams, Mapping[str, Any]]] = {}
     for result, setting in zip(results, settings_of, strict=True):
@@ -131,7 +138,7 @@ def group_rows(results: Sequence[Result]) -> tuple[list[Row], list[str], dict[st
         )
         for identity, members in groups.items()
     ]
-    rows.sort(key=lambda row: (row.first.dataset, row.first.sigma, row.label, row.settings))
+    rows.sort(key=lambda row: (row.threat, row.first.dataset, row.first.sigma, row.label, row.settings))
     return rows, varying, common
 
 

@@ -58,6 +58,8 @@ def results_frame(rows: Sequence[Row], options: Options) -> pd.DataFrame:
             "arch": first.arch,
             "device": "; ".join(sorted({r.device or "?" for r in row.results})),  # "?": a run that did not record it
             "sigma": first.sigma,
+            "norm": first.norm,
+            "noise": first.noise,
             **{key: value for key, value in row.settings},
             "seeds": len(row.results),
             "seed_list": " ".join("?" if s is None else str(s) for s in row.seeds),
@@ -109,6 +111,8 @@ def display_frame(
     shown: dict[str, list[str]] = {"method": list(frame["label"]), "sigma": [sigma_text(s) for s in frame["sigma"]]}
     constant: list[str] = []
     optional = {
+        "norm": [str(v) for v in frame["norm"]],
+        "noise": [str(v) for v in frame["noise"]],
         "dataset": [str(v) for v in frame["dataset"]],
         "arch": [str(v) for v in frame["arch"]],
         "device": [str(v) for v in frame["device"]],

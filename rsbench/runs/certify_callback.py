@@ -6,7 +6,8 @@ processes and data-dependent sigma modes): it hands over the trained network and
 rank, and a barrier over the trainer's processes. It then logs ``certify/acr`` and ``certify/acc@<r>`` through
 Lightning (so every logger and a sweeper see them) and, when a W&B logger is present, the curve as a line plot and
 a table, and the records as an artifact. The logged ``certify/*`` metrics (and the sweep objective) always come
-from sound certificates; per-input-sigma ones are logged as ``certify_unsound/*``.
+from sound certificates; per-input-sigma ones are logged as ``certify_unsound/*``. With ``attack=smoothadv`` the
+certified images are then attacked (:mod:`rsbench.attack`, on process 0) and ``attack/empirical@<r>`` is logged.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any
 import pytorch_lightning as pl
 from pytorch_lightning.loggers import WandbLogger
 
+from rsbench.attack import AttackSettings
+from rsbench.attack.stage import attack_after_certification
 from rsbench.certify.pipeline import FIXED_STEM, Certification, Shard, Subject
 from rsbench.certify.plot import accuracy_curve
 from rsbench.certify.records import STEM, CertificationRow
@@ -33,12 +36,18 @@ class CertifyCallback(pl.Callback):
         output_dir: where the files go; the trainer's ``default_root_dir`` when ``None``.
         run_protocol: the training protocol the run was composed with (``rsbench`` or ``authors``, see
             ``conf/protocol``), recorded as ``metrics.json["protocol"]``; ``None`` records nothing.
+        attack: attack the certified images afterwards (``attack=smoothadv``); ``None``: no attack.
     """
 
     def __init__(
-        self, settings: CertifySettings, output_dir: str | Path | None = None, run_protocol: str | None = None
+        self,
+        settings: CertifySettings,
+        output_dir: str | Path | None = None,
+        run_protocol: str | None = None,
+        attack: AttackSettings | None = None,
     ) -> None:
         self.settings = settings
+        self.attack = attack
         self.output_dir = output_dir
         self.run_protocol = run_protocol
         self.summary: dict[str, Any] | None = None
@@ -56,6 +65,7 @@ class CertifyCallback(pl.Callback):
             {"method": pl_module.method_name, "dataset": datamodule.name, "arch": net.arch},
             hparams=pl_module.method_hparams(),
             certify_defaults=pl_module.certify_defaults,
+            noise=pl_module.noise.name,
         )
         notes = {"protocol": self.run_protocol} if self.run_protocol is not None else {}
         certification = Certification(self.settings, Path(self.output_dir or trainer.default_root_dir), notes)
@@ -70,6 +80,20 @@ class CertifyCallback(pl.Callback):
         if outcome.summary is None:
             return
         self.summary = outcome.summary
+        if self.attack is not None:
+            attack = attack_after_certification(
+                subject,
+                datamodule.test_dataset,
+                certification.settings,
+                self.attack,
+                outcome.summary,
+                outcome.rows[STEM],
+                certification.output_dir,
+                should_stop=lambda: stop_requested() is not None,
+            )
+            raise_if_stop_requested()
+            for radius, accuracy in (attack or {}).get("empirical_accuracy", {}).items():
+                pl_module.log(f"attack/empirical@{radius}", accuracy, rank_zero_only=True)
         self._log(trainer, pl_module, certification.output_dir, outcome.rows)
 
     def _log(

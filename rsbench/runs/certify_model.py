@@ -8,7 +8,10 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from rsbench.attack import AttackSettings
+from rsbench.attack.stage import attack_after_certification
 from rsbench.certify.pipeline import Certification, Subject
+from rsbench.certify.records import STEM
 from rsbench.certify.settings import CertifySettings
 from rsbench.errors import ConfigError
 
@@ -23,6 +26,7 @@ def certify_model(cfg: DictConfig) -> float | None:
     if not cfg.certify.enabled:
         raise ConfigError("certify=off (certify.enabled=false) leaves rsbench.certify nothing to do")
     settings = CertifySettings.from_config(cfg.certify)
+    attack = AttackSettings.from_config(cfg.get("attack"))
     datamodule = instantiate(cfg.dataset)
     datamodule.prepare_data()
     datamodule.setup("test")
@@ -34,9 +38,21 @@ def certify_model(cfg: DictConfig) -> float | None:
         built.sigma,
         {"method": built.description["method"], "dataset": datamodule.name, "arch": built.description["arch"]},
         built.provenance,
+        noise=built.noise,
     )
-    outcome = Certification(settings, Path(cfg.output_dir)).run(subject, datamodule.test_dataset)
+    certification = Certification(settings, Path(cfg.output_dir))
+    outcome = certification.run(subject, datamodule.test_dataset)
     if outcome.summary is None:
         return None
+    if attack is not None:
+        attack_after_certification(
+            subject,
+            datamodule.test_dataset,
+            certification.settings,
+            attack,
+            outcome.summary,
+            outcome.rows[STEM],
+            cfg.output_dir,
+        )
     sound = outcome.summary if outcome.summary["sound"] else outcome.summary["fixed_sigma"]
     return float(sound["acr"])

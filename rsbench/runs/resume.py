@@ -37,6 +37,7 @@ TRAINED = (
     "scheduler",
     "trainer",
     "callbacks",
+    "noise",
 )
 CERTIFIED = ("certify", "test_ckpt")
 FREE = (
@@ -55,6 +56,8 @@ FREE = (
 )
 CERTIFY_SETTINGS = frozenset({*KEYS, *CHOICES})  # the certify.* keys that are settings (not switches, not wiring)
 _MISSING = "<not set>"
+ADDED = {"noise.name": "gaussian", "certify.noise": "gaussian", "certify.norm": None}
+"""Keys added after runs were made, with the value a run without them had: such a run resumes under them."""
 
 
 def settings(cfg: DictConfig, keys: Iterable[str] = TRAINED, free: Iterable[str] = FREE) -> dict[str, Any]:
@@ -89,6 +92,9 @@ def check_resumable(cfg: DictConfig, output_dir: Path, certified: bool) -> None:
     keys = (*TRAINED, *CERTIFIED) if certified else TRAINED
     before = settings(stored, keys)
     after = settings(cfg, keys)
+    for key, value in ADDED.items():
+        if key in after and key not in before:
+            before[key] = value
     _same_run_checkpoint(before, after, Path(output_dir))
     differences = [
         f"  {key}: the run has {before.get(key, _MISSING)!r}, this command asks for {after.get(key, _MISSING)!r}"

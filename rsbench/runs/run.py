@@ -21,10 +21,12 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.loggers import Logger, WandbLogger
 from pytorch_lightning.utilities.seed import isolate_rng
 
+from rsbench.attack.settings import AttackSettings
 from rsbench.certify.settings import CertifySettings
 from rsbench.checkpoint import load_checkpoint
 from rsbench.errors import ConfigError
 from rsbench.noise import check_sigma
+from rsbench.noise_distributions import noise_distribution
 from rsbench.runs.certify_callback import CertifyCallback
 from rsbench.runs.loggers import wandb_run_id
 from rsbench.runs.prerequisites import check_given
@@ -84,9 +86,22 @@ def build_callbacks(cfg: DictConfig) -> list[pl.Callback]:
     certify: list[pl.Callback] = []
     if cfg.certify.enabled:
         protocol = OmegaConf.select(cfg, "protocol_name", default=None)
-        certify.append(CertifyCallback(settings, cfg.output_dir, protocol))
+        attack = AttackSettings.from_config(cfg.get("attack"))  # attack=smoothadv: attacked after certification
+        certify.append(CertifyCallback(settings, cfg.output_dir, protocol, attack))
     nodes: Mapping[str, Any] = (cfg.get("callbacks") or {}) if cfg.train else {}
     return [*certify, *(instantiate(node) for node in nodes.values() if node)]
+
+
+def use_noise(cfg: DictConfig, module: Any) -> None:
+    """Give the method the chosen noise (``noise=<name>``; Gaussian when the config predates the group).
+
+    Raises:
+        ConfigError: the method's math is Gaussian and refuses another noise (the message says why).
+    """
+    try:
+        module.noise = noise_distribution(str(OmegaConf.select(cfg, "noise.name", default="gaussian")))
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
 
 
 def run(
@@ -115,6 +130,7 @@ def run(
     net = instantiate(cfg.arch)
     scheduler = instantiate(cfg.scheduler) if cfg.get("scheduler") else None
     module = instantiate(cfg.method, net=net, optimizer=instantiate(cfg.optimizer), scheduler=scheduler, **given)
+    use_noise(cfg, module)
     callbacks = build_callbacks(cfg)
     start = _starting_point(cfg, module, callbacks, cfg.trainer.get("max_epochs"))
     loggers = build_loggers(cfg)
