@@ -24,6 +24,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -35,6 +36,7 @@ from tqdm.auto import tqdm
 from rsbench.archs.classifier import weights_fingerprint
 from rsbench.certify.data_dependent import MEMORY_NOTE, UNSOUND_NOTE, certify_data_dependent, memory_replay
 from rsbench.certify.designs import Design
+from rsbench.certify.grid_noise import GridSmooth
 from rsbench.certify.plot import Curve, plot_certified_accuracy
 from rsbench.certify.records import (
     STEM,
@@ -182,7 +184,7 @@ class Certification:
         share = indices[shard.rank :: shard.world_size]
         stopped = False
         with self._prepared(subject.classifier) as classifier:
-            smooth = Smooth(
+            smooth = (Smooth if protocol.noise_grid is None else partial(GridSmooth, levels=protocol.noise_grid))(
                 classifier,
                 subject.num_classes,
                 sigma,

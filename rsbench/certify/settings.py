@@ -45,6 +45,8 @@ class Protocol:
             and an interrupted run resumes with the numbers an uninterrupted one would give (same batch size).
         sigma: the certification noise level; ``None`` uses the model's training sigma.
         radius_step: the step of the radius grid in ``metrics.json``.
+        noise_grid: draw the noise on the input grid k / noise_grid (255: 8-bit images), sound in floating point
+            (:mod:`rsbench.certify.grid_noise`, Voráček and Hein 2023); ``None``: float32 Gaussian noise.
     """
 
     n0: int = 100
@@ -53,6 +55,7 @@ class Protocol:
     seed: int = 0
     sigma: float | None = None
     radius_step: float = 0.25
+    noise_grid: int | None = None
 
     def __post_init__(self) -> None:
         _check_count(n0=self.n0, n=self.n)
@@ -63,6 +66,8 @@ class Protocol:
             raise ValueError(f"certify.radius_step must be > 0, got {self.radius_step}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"certify.seed must be an integer >= 0, got {self.seed!r}")
+        if self.noise_grid is not None:
+            _check_count(noise_grid=self.noise_grid)
 
 
 @dataclass(frozen=True)
@@ -242,6 +247,8 @@ class CertifySettings:
             raise ValueError(
                 f"certify.sigma_mode={self.data_dependent.mode} runs standard CERTIFY at each sigma: set mode=standard"
             )
+        if self.data_dependent is not None and self.protocol.noise_grid is not None:
+            raise ValueError(f"certify.noise_grid={self.protocol.noise_grid} needs sigma_mode=fixed")
 
     @property
     def mode(self) -> Mode:
@@ -322,6 +329,8 @@ class CertifySettings:
             "channels_last": self.speed.channels_last,
             "compile": self.speed.compile,
         }
+        if self.protocol.noise_grid is not None:
+            record["noise_grid"] = self.protocol.noise_grid
         if self.sequential is not None:
             design = self.sequential.make(sigma, self.protocol)
             record.update(radius_cap=design.cap, looks=design.looks(), radius_step=self.protocol.radius_step)
