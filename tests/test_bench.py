@@ -147,9 +147,10 @@ def test_table_cost_prints_hours_per_row_for_fixed_n_and_the_default(capsys: pyt
     tiny = ["--images", "1", "--n", "90", "--batch-size", "50", "--repeats", "1", "--variants", "bf16"]
     table_cost.main(["--arch", "lenet", *tiny, "--replay-images", "60"])
     out = capsys.readouterr().out
-    rows = {
-        line.split()[0]: line.split() for line in out.splitlines() if line.split()[:1] in (["forward"], ["rsbench"])
-    }
-    assert set(rows) == {"forward", "rsbench"}
-    assert all(float(cells[2]) > float(cells[3]) > 0 for cells in rows.values())  # fixed n costs more hours
+    rows = {line[:28].strip(): line[28:].split() for line in out.splitlines()}  # variant, then its numbers
+    assert {"forward", "cohen", "rsbench", "rsbench+bf16"} <= set(rows)
+    for variant in ("forward", "cohen", "rsbench", "rsbench+bf16"):
+        rate, fixed_hours, sequential_hours = (float(cell.replace(",", "")) for cell in rows[variant][:3])
+        assert rate > 0
+        assert fixed_hours > sequential_hours > 0  # fixed n costs more hours
     assert "lenet (mnist, fashion_mnist logs: 24;" in out

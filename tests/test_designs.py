@@ -15,7 +15,7 @@ import pytest
 from scipy.stats import binomtest, norm
 
 from rsbench.certify.bounds import clopper_pearson_lower
-from rsbench.certify.confidence import BetaMixture, betting_lower, betting_upper, cp_lower, cp_upper
+from rsbench.certify.confidence import BetaMixture, betting_lower, betting_upper, cp_lower, cp_upper, log_wealth
 from rsbench.certify.designs import (
     AdaptiveDesign,
     BettingDesign,
@@ -25,6 +25,7 @@ from rsbench.certify.designs import (
     run_design,
 )
 from rsbench.certify.sequential import LookSchedule
+from rsbench.certify.settings import Protocol, SequentialSchedule
 
 P_FLAG = 1e-3
 
@@ -164,3 +165,29 @@ def test_the_betting_final_look_spends_its_share_of_alpha_on_clopper_pearson() -
     design = BettingDesign(goal, final_share=0.5)
     assert design.best_lower() == pytest.approx(float(cp_lower(10_000, 10_000, 0.0005)[()]), rel=1e-12)
     assert design.sequence_alpha + design.final_alpha == pytest.approx(0.001)
+
+
+def test_settings_make_the_design_for_the_grid_or_for_one_radius() -> None:
+    protocol = Protocol()  # n = 100,000, alpha = 0.001, radius_step 0.25
+    grid = SequentialSchedule().make(0.5, protocol)
+    assert grid.name == "betting"
+    assert grid.targets == (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75)  # the default cap: 1.75 below 1.906
+    assert SequentialSchedule().make(1.0, protocol).cap == 2.5  # the papers' tables stop at 2.5
+    one = SequentialSchedule(radius_target=0.5).make(0.25, protocol)
+    assert (one.targets, one.cap) == ((0.5,), 0.5)
+    assert SequentialSchedule(design="adaptive", radius_cap=0.75).make(0.25, protocol).targets == (0.75,)
+    assert SequentialSchedule(design="looks", first_look=500).make(0.25, protocol).looks()[:2] == [500, 1000]
+    with pytest.raises(ValueError, match=r"certify\.design must be one of"):
+        SequentialSchedule(design="fast")
+    with pytest.raises(ValueError, match="do not apply to design=adaptive"):
+        SequentialSchedule(design="adaptive", growth=1.5)
+    with pytest.raises(ValueError, match=r"certify\.radius_target must be >= 0"):
+        SequentialSchedule(radius_target=-1.0)
+
+
+def test_the_betting_lower_bound_is_where_the_wealth_reaches_one_over_alpha() -> None:
+    prior = BetaMixture(a=(0.5, 1.0), b=(0.5, 0.05), weights=(0.5, 0.5))
+    k, n = np.array([600.0, 950.0]), np.array([1000.0, 1000.0])
+    lower = betting_lower(prior, k, n, 0.001)
+    assert log_wealth(prior, k, n, lower) == pytest.approx(np.log(1000.0), abs=1e-6)
+    assert np.all(log_wealth(prior, k, n, lower + 1e-6) < np.log(1000.0))

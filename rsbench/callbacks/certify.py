@@ -34,10 +34,11 @@ class CertifyCallback(pl.Callback):
         run_protocol: the training protocol the run was composed with (``rsbench`` or ``authors``, see
             ``conf/protocol``), recorded as ``metrics.json["protocol"]``; ``None`` records nothing.
         settings: the flat ``certify.*`` keys (``n0``, ``n``, ``alpha``, ``batch_size``, ``start``, ``skip``,
-            ``max_images``, ``seed``, ``sigma``, ``radius_step``, ``mode``, ``design``, ``radius_cap``, ``first_look``,
-            ``growth``, ``precision``, ``channels_last``, ``compile``, ``images_per_batch``, ``sigma_mode``,
-            ``sigma_iters``, ``sigma_lr``, ``sigma_samples``, ``sigma_init``, ``sigma_objective``), grouped and
-            validated by :meth:`rsbench.certify.settings.CertifySettings.from_keys`, whose groups document each one.
+            ``max_images``, ``seed``, ``sigma``, ``radius_step``, ``noise_grid``, ``mode``, ``design``, ``radius_cap``,
+            ``radius_target``, ``first_look``, ``growth``, ``precision``, ``channels_last``, ``compile``,
+            ``images_per_batch``, ``sigma_mode``, ``sigma_iters``, ``sigma_lr``, ``sigma_samples``, ``sigma_init``,
+            ``sigma_objective``), grouped and validated by
+            :meth:`rsbench.certify.settings.CertifySettings.from_keys`, whose groups document each one.
     """
 
     def __init__(

@@ -142,12 +142,15 @@ class SequentialSchedule:
             for ``looks``; ``adaptive`` has stages of n/100, n/10 and 5n/4 samples instead).
         growth: each look's cumulative sample count is the previous one times ``growth`` (``None``: the design's,
             1.1 for ``betting``, 2 for ``looks``).
+        radius_target: decide this one radius only (certified at it, or not), not the grid; ``adaptive`` always
+            decides one radius: this one, or the radius cap.
     """
 
     design: str = "betting"
     radius_cap: float | None = None
     first_look: int | None = None
     growth: float | None = None
+    radius_target: float | None = None
 
     def __post_init__(self) -> None:
         if self.design not in DESIGNS:
@@ -158,6 +161,8 @@ class SequentialSchedule:
             raise ValueError(f"certify.radius_cap must be > 0 or null (the table's largest), got {self.radius_cap!r}")
         if self.growth is not None and self.growth <= 1:
             raise ValueError(f"certify.growth must be > 1 or null (the design's), got {self.growth!r}")
+        if self.radius_target is not None and self.radius_target < 0:
+            raise ValueError(f"certify.radius_target must be >= 0 or null (the grid), got {self.radius_target!r}")
         if self.design == "adaptive" and (self.first_look, self.growth) != (None, None):
             raise ValueError("certify.first_look and certify.growth do not apply to design=adaptive (fixed stages)")
 
@@ -166,9 +171,12 @@ class SequentialSchedule:
         return LookSchedule(min(self.first_look or 1000, n), self.growth or 2.0, n)
 
     def make(self, sigma: float, protocol: Protocol) -> Design:
-        """The design deciding the grid 0, radius_step, ... up to the radius cap at ``sigma`` under ``protocol``."""
-        cap = self.radius_cap if self.radius_cap is not None else default_radius_cap(sigma, protocol)
-        goal = Goal.grid(sigma, protocol.alpha, protocol.n, cap, protocol.radius_step)
+        """The design deciding the grid 0, radius_step, ... up to the radius cap (or the one radius target)."""
+        if self.radius_target is not None:
+            goal = Goal(sigma, protocol.alpha, protocol.n, (self.radius_target,))
+        else:
+            cap = self.radius_cap if self.radius_cap is not None else default_radius_cap(sigma, protocol)
+            goal = Goal.grid(sigma, protocol.alpha, protocol.n, cap, protocol.radius_step)
         looks = {"first_look": self.first_look, "growth": self.growth}
         return make_design(self.design, goal, **{k: v for k, v in looks.items() if v is not None})
 
@@ -272,7 +280,7 @@ class CertifySettings:
 
         Args:
             mode: ``standard`` (Cohen et al.'s fixed-n CERTIFY) or ``sequential``; the sequential keys
-                (``design``, ``radius_cap``, ``first_look``, ``growth``) apply only to the latter.
+                (``design``, ``radius_cap``, ``radius_target``, ``first_look``, ``growth``) apply only to the latter.
             sigma_mode: ``fixed`` (sound, the default), ``data_dependent`` or ``memory``; the sigma-search keys
                 (``sigma_iters``, ``sigma_lr``, ``sigma_samples``, ``sigma_init``, ``sigma_objective``) apply only
                 to the latter two.
@@ -334,8 +342,8 @@ class CertifySettings:
         if self.sequential is not None:
             design = self.sequential.make(sigma, self.protocol)
             record.update(radius_cap=design.cap, looks=design.looks(), radius_step=self.protocol.radius_step)
-            if design.name != "looks":  # a run of the first design (#6) keeps its stored protocol and can resume
-                record.update(design.parameters())
+            if design.name != "looks" or self.sequential.radius_target is not None:
+                record.update(design.parameters())  # (a run of the first design, #6, keeps its stored protocol)
         if self.data_dependent is not None:
             record.update(sigma_mode=self.sigma_mode, sigma_search=vars(self.data_dependent.search))
         return record
