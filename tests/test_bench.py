@@ -3,10 +3,25 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
 
-from rsbench.bench import certify_throughput, compare_versions, denoised_throughput, training_cost
+from rsbench.archs import Classifier, LeNet
+from rsbench.bench import (
+    certify_throughput,
+    compare_versions,
+    denoised_throughput,
+    precision_agreement,
+    sequential_check,
+    table_cost,
+    training_cost,
+)
+from rsbench.certify.pipeline import Certification, Subject
+from rsbench.certify.records import read_rows
+from rsbench.certify.settings import CertifySettings
 from tests.helpers import ROOT
 
 
@@ -86,3 +101,56 @@ def test_allocator_comparison_runs_each_setting_in_its_own_process(capsys: pytes
     rows = {line[:22].strip(): line[22:].split() for line in lines if line.startswith(("default", "GLIBC", "speed"))}
     assert set(rows) == {"default glibc malloc", "GLIBC_TUNABLES", "speed-up"}
     assert all(float(rate.replace(",", "")) > 0 for rate in rows["default glibc malloc"] + rows["GLIBC_TUNABLES"])
+
+
+def tiny_runs(root: Path, *keys: dict[str, Any]) -> list[Path]:
+    """Certify 6 random images with a random LeNet once per settings dict, all with the same seed."""
+    torch.manual_seed(0)
+    subject = Subject(Classifier("lenet", LeNet(10), {"kind": "identity"}), 10, 0.25, {"method": "test"})
+    images = [(torch.randint(0, 256, (1, 28, 28)).float() / 255, i % 10) for i in range(6)]
+    runs = []
+    for index, settings in enumerate(keys):
+        run = root / f"run{index}"
+        Certification(CertifySettings.from_keys(n0=20, n=600, alpha=0.01, batch_size=200, **settings), run).run(
+            subject, images
+        )
+        runs.append(run)
+    return runs
+
+
+def test_precision_agreement_compares_two_runs_on_the_same_noise(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fp32, bf16, again = tiny_runs(tmp_path, {}, {"precision": "bf16"}, {})
+    precision_agreement.main([str(fp32), str(again)])
+    assert "6 images: same prediction 100.00%, same status (certified / abstained) 100.00%" in capsys.readouterr().out
+    result = precision_agreement.compare(read_rows(fp32 / "certify.tsv"), read_rows(bf16 / "certify.tsv"))
+    assert result["images"] == 6
+    assert 0 <= result["votes_mean"] <= result["votes_max"] <= 1
+
+
+def test_sequential_check_sets_the_network_beside_the_oracle(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fixed, betting = tiny_runs(tmp_path, {}, {"mode": "sequential"})
+    sequential_check.main([str(fixed), str(betting)])
+    out = capsys.readouterr().out
+    assert "design=betting" in out
+    network = next(line for line in out.splitlines() if line.strip().startswith("network"))
+    oracle = next(line for line in out.splitlines() if line.strip().startswith("oracle (replay)"))
+    for line in (network, oracle):
+        saving = next(cell for cell in line.split() if cell.endswith("x"))
+        assert float(saving.rstrip("x")) >= 1.0  # no more samples than fixed n
+
+
+def test_table_cost_prints_hours_per_row_for_fixed_n_and_the_default(capsys: pytest.CaptureFixture[str]) -> None:
+    tiny = ["--images", "1", "--n", "90", "--batch-size", "50", "--repeats", "1", "--variants", "bf16"]
+    table_cost.main(["--arch", "lenet", *tiny, "--replay-images", "60"])
+    out = capsys.readouterr().out
+    rows = {line[:28].strip(): line[28:].split() for line in out.splitlines()}  # variant, then its numbers
+    assert {"forward", "cohen", "rsbench", "rsbench+bf16"} <= set(rows)
+    for variant in ("forward", "cohen", "rsbench", "rsbench+bf16"):
+        rate, fixed_hours, sequential_hours = (float(cell.replace(",", "")) for cell in rows[variant][:3])
+        assert rate > 0
+        assert fixed_hours > sequential_hours > 0  # fixed n costs more hours
+    assert "lenet (mnist, fashion_mnist logs: 24;" in out

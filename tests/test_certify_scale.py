@@ -15,9 +15,11 @@ from scipy.stats import binomtest, norm
 from torch import nn
 
 from rsbench import Smooth
+from rsbench.certify.designs import run_design
 from rsbench.certify.records import read_rows
 from rsbench.certify.seeding import derive_seed
-from rsbench.certify.sequential import LookSchedule, certify_sequential
+from rsbench.certify.sequential import LookSchedule, certify_group, certify_sequential
+from rsbench.certify.settings import Protocol, SequentialSchedule
 from rsbench.errors import ProtocolMismatchError
 from rsbench.runs.run import run
 from tests.helpers import QUIET, ROOT, compose_config
@@ -171,6 +173,71 @@ def test_sequential_certificates_hold_with_probability_one_minus_alpha(p_a: floa
     assert binomtest(failures, trials, alpha, alternative="greater").pvalue >= 1e-3, failures / trials
 
 
+@pytest.mark.parametrize("design", ["looks", "betting", "adaptive"])
+@pytest.mark.parametrize("p_a", [0.5, 0.6, 0.9])
+def test_every_design_holds_through_the_real_pipeline(design: str, p_a: float) -> None:
+    """The coverage test of every design on real Gaussian noise through a linear network, many images at once.
+
+    2,000 certifications of the same image (independent seeds) as one group: at most alpha = 0.05 of them may name
+    the wrong class or a radius above the exact one, |m| (one-sided binomial test, flagged at p < 1e-3).
+    """
+    sigma, alpha, trials = 0.25, 0.05, 2000
+    margin = sigma * float(norm.ppf(p_a))
+    model, x = linear_at_margin(margin, seed=11)
+    smooth = Smooth(model, 2, sigma)
+    settings = SequentialSchedule(design=design, radius_cap=0.5)
+    made = settings.make(sigma, Protocol(n0=50, n=1000, alpha=alpha))
+    xs = x.expand(trials, *x.shape[1:]).contiguous()
+    certificates = certify_group(smooth, xs, 50, 4000, made, seeds=[derive_seed(5, t) for t in range(trials)])
+    wrong = [
+        c.prediction != Smooth.ABSTAIN and (c.prediction != int(margin > 0) or c.radius > abs(margin))
+        for c in certificates
+    ]
+    assert binomtest(sum(wrong), trials, alpha, alternative="greater").pvalue >= 1e-3, sum(wrong) / trials
+    assert all(c.n <= max(made.looks()) for c in certificates)
+
+
+def test_the_pipeline_decides_with_the_replay_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """certify_group hands its real vote counts to run_design; the same counts replayed give the same decisions."""
+    import rsbench.certify.sequential as sequential
+
+    seen: list[tuple[int, list[int], list[int]]] = []
+    original = sequential.run_design
+
+    def spy(design, images, counts_at):
+        def recording(samples, running):
+            counts = counts_at(samples, running)
+            seen.append((samples, list(running), list(counts)))
+            return counts
+
+        return original(design, images, recording)
+
+    monkeypatch.setattr(sequential, "run_design", spy)
+    model, x = linear_at_margin(0.2)
+    smooth = Smooth(model, 2, sigma=0.25)
+    design = SequentialSchedule().make(0.25, Protocol(n=20_000))
+    xs = torch.cat([x, x + 0.05, x - 0.3])
+    certificates = certify_group(smooth, xs, 100, 1000, design, seeds=[1, 2, 3])
+    recorded = {(samples, i): c for samples, running, counts in seen for i, c in zip(running, counts, strict=True)}
+    replayed = run_design(design, 3, lambda samples, running: np.array([recorded[samples, i] for i in running]))
+    assert [c.n for c in certificates] == list(replayed.samples)
+    assert [c.radius for c in certificates] == pytest.approx(list(replayed.radius), abs=0)
+    assert [c.p_a_lower for c in certificates] == list(replayed.lower)
+
+
+def test_an_image_gets_the_same_certificate_alone_or_in_a_group() -> None:
+    """Each image's streams are its own and chunking keeps them (C*H*W a multiple of 16): grouping changes nothing."""
+    model, x = linear_at_margin(0.15)
+    smooth = Smooth(model, 2, sigma=0.25)
+    design = SequentialSchedule().make(0.25, Protocol(n=10_000))
+    xs = torch.cat([x, x + 0.1, x - 0.2, x + 0.02])
+    together = certify_group(smooth, xs, 100, 700, design, seeds=[4, 5, 6, 7])
+    alone = [certify_group(smooth, xs[i : i + 1], 100, 700, design, seeds=[4 + i])[0] for i in range(4)]
+    assert [(c.prediction, c.radius, c.count, c.n) for c in together] == [
+        (c.prediction, c.radius, c.count, c.n) for c in alone
+    ]
+
+
 def certify_checkpoint(checkpoint: Path, output_dir: Path, *overrides: str) -> None:
     run(
         compose_config(
@@ -180,10 +247,12 @@ def certify_checkpoint(checkpoint: Path, output_dir: Path, *overrides: str) -> N
 
 
 def test_sequential_mode_end_to_end(smoke_checkpoint: Path, tmp_path: Path) -> None:
+    """The first design (#6), still selectable by name: its looks, its cap, no design parameters in its protocol."""
     certify_checkpoint(
         smoke_checkpoint,
         tmp_path,
         "certify.mode=sequential",
+        "certify.design=looks",
         "certify.radius_cap=0.5",
         "certify.n=4000",
         "certify.first_look=200",
@@ -192,10 +261,28 @@ def test_sequential_mode_end_to_end(smoke_checkpoint: Path, tmp_path: Path) -> N
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     rows = read_rows(tmp_path / "certify.tsv")
     assert metrics["mode"] == "sequential"
+    assert metrics["design"] == "looks"
     assert list(metrics["certified_accuracy"]) == ["0.0", "0.25", "0.5"]  # the grid stops at the configured cap
     assert max(r.radius for r in rows) <= 0.5
     assert all(r.n in (200, 400, 800, 1600, 3200, 4000) for r in rows)
     assert metrics["mean_samples"] == pytest.approx(np.mean([r.n for r in rows]))
+    assert "design" not in json.loads((tmp_path / "certify_protocol.json").read_text())
+
+
+def test_sequential_default_design_end_to_end(smoke_checkpoint: Path, tmp_path: Path) -> None:
+    """certify=sequential runs the betting design; metrics and protocol record it; an unreachable cap is lowered."""
+    certify_checkpoint(smoke_checkpoint, tmp_path, "certify=sequential", "certify.n=2000", "certify.radius_cap=1.0")
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    protocol = json.loads((tmp_path / "certify_protocol.json").read_text())
+    rows = read_rows(tmp_path / "certify.tsv")
+    assert (metrics["mode"], metrics["design"], protocol["design"]) == ("sequential", "betting", "betting")
+    # smoke's alpha = 0.01: 2,000 of 2,000 votes certify at most 0.69 at sigma 0.25, so the design stops at 0.5
+    assert protocol["radius_cap"] == metrics["radius_cap"] == 0.5
+    assert list(metrics["certified_accuracy"]) == ["0.0", "0.25", "0.5"]
+    assert protocol["looks"][0] == 100
+    assert protocol["looks"][-1] == 2000
+    assert all(r.n in protocol["looks"] for r in rows)
+    assert max(r.radius for r in rows) <= 0.5
 
 
 def test_packed_and_low_precision_options_end_to_end(smoke_checkpoint: Path, tmp_path: Path) -> None:

@@ -560,3 +560,18 @@ def test_rsbench_table_is_the_report(tmp_path: Path, capsys: pytest.CaptureFixtu
     make_run(tmp_path / "run", [0.3, 0.0, 0.9])
     table_main([str(tmp_path / "run"), "--out", str(tmp_path / "report"), "--no-plots", "--no-published"])
     assert "## Results" in capsys.readouterr().out
+
+
+def test_sequential_runs_are_labelled_by_design_and_runs_before_designs_read_as_the_first(tmp_path: Path) -> None:
+    """Runs written before #22 record no design: they were the looks design and keep the label ``sequential``."""
+    from rsbench.report.load import read_run
+
+    rng = np.random.default_rng(3)
+    old = make_run(tmp_path / "old", radii_of(rng), extra={"mode": "sequential", "mean_samples": 2000.0})
+    new = make_run(
+        tmp_path / "new", radii_of(rng), extra={"mode": "sequential", "design": "betting", "mean_samples": 1500.0}
+    )
+    looks = make_run(
+        tmp_path / "looks", radii_of(rng), extra={"mode": "sequential", "design": "looks", "mean_samples": 2100.0}
+    )
+    assert [read_run(run)[0].variant for run in (old, new, looks)] == ["sequential", "sequential betting", "sequential"]

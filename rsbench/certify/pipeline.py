@@ -29,12 +29,15 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import torch
+from scipy.stats import norm
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from rsbench.archs.classifier import weights_fingerprint
 from rsbench.certify.data_dependent import MEMORY_NOTE, UNSOUND_NOTE, certify_data_dependent, memory_replay
+from rsbench.certify.designs import Design
 from rsbench.certify.environment import environment
+from rsbench.certify.grid_noise import GridSmooth
 from rsbench.certify.plot import Curve, plot_certified_accuracy
 from rsbench.certify.records import (
     STEM,
@@ -49,7 +52,7 @@ from rsbench.certify.records import (
     write_record,
 )
 from rsbench.certify.seeding import derive_seed
-from rsbench.certify.sequential import certify_sequential
+from rsbench.certify.sequential import certify_group
 from rsbench.certify.settings import RESUMABLE, CertifySettings
 from rsbench.certify.smooth import Certificate, Smooth, module_device
 from rsbench.certify.subset import indices_digest
@@ -172,6 +175,8 @@ class Certification:
             log.warning("certifying at sigma=%s a model trained at sigma=%s", sigma, subject.sigma)
         if protocol.noise != subject.noise:
             log.warning("certifying with %s noise a model trained with %s noise", protocol.noise, subject.noise)
+        if settings.sequential is not None:
+            _warn_unreachable(settings.sequential.make(sigma, protocol), protocol.n)
         indices = settings.subset.indices(len(images))
         meta = {
             **subject.description,
@@ -186,15 +191,28 @@ class Certification:
         share = indices[shard.rank :: shard.world_size]
         stopped = False
         with self._prepared(subject.classifier) as classifier:
-            smooth = Smooth(
-                classifier,
-                subject.num_classes,
-                sigma,
-                precision=settings.speed.precision,
-                channels_last=settings.speed.channels_last,
-                noise=protocol.noise,
-                norm=protocol.norm,
-            )
+            precision, channels_last = settings.speed.precision, settings.speed.channels_last
+            smooth: Smooth
+            if protocol.noise_grid is None:
+                smooth = Smooth(
+                    classifier,
+                    subject.num_classes,
+                    sigma,
+                    precision=precision,
+                    channels_last=channels_last,
+                    noise=protocol.noise,
+                    norm=protocol.norm,
+                )
+            else:  # Gaussian noise on the input grid (the settings refuse a grid for the other noises)
+                smooth = GridSmooth(
+                    classifier,
+                    subject.num_classes,
+                    sigma,
+                    precision=precision,
+                    channels_last=channels_last,
+                    levels=protocol.noise_grid,
+                    norm=protocol.norm,
+                )
             for stem, certify_group, sound in self._records():
                 record = self.output_dir / shard_record(shard.rank, shard.world_size, stem)
                 stopped = self._certify_share(smooth, images, share, record, stem, certify_group, sound, should_stop)
@@ -352,21 +370,8 @@ class Certification:
         protocol, schedule = self.settings.protocol, self.settings.sequential
         batch_size = self.settings.speed.batch_size
         if schedule is not None:
-            for position, (x, seed) in enumerate(zip(xs, seeds, strict=True)):
-                yield (
-                    position,
-                    certify_sequential(
-                        smooth,
-                        x,
-                        protocol.n0,
-                        protocol.alpha,
-                        batch_size,
-                        radius_cap=schedule.cap(smooth.sigma),
-                        schedule=schedule.looks(protocol.n),
-                        radius_step=protocol.radius_step,
-                        seed=seed,
-                    ),
-                )
+            design = schedule.make(smooth.sigma, protocol)
+            yield from enumerate(certify_group(smooth, xs, protocol.n0, batch_size, design, seeds=seeds))
             return
         start = time.perf_counter()
         selected = smooth.select(xs, protocol.n0, batch_size, seeds=seeds)
@@ -425,7 +430,24 @@ class Certification:
                 "sigma_mode": settings.sigma_mode,
                 "precision": settings.speed.precision,
                 "mean_samples": sum(row.n for row in rows) / len(rows) if rows else 0.0,
+                **({"design": settings.sequential.design} if settings.sequential is not None else {}),
             },
+        )
+
+
+def _warn_unreachable(design: Design, n: int) -> None:
+    """Say so when the configured radius cap is more than n of n votes can certify (the design stops below it)."""
+    if design.unreachable:
+        log.warning(
+            "certify.radius_cap=%g is above the largest radius %d of %d votes can certify with design=%s at "
+            "sigma=%g (%.4g); images stop at radius %g. Raise certify.n or lower certify.radius_cap",
+            design.unreachable[-1],
+            n,
+            n,
+            design.name,
+            design.goal.sigma,
+            design.goal.sigma * float(norm.ppf(design.best_lower())),
+            design.cap,
         )
 
 

@@ -1,79 +1,100 @@
 """Sequential CERTIFY: stop sampling an image once its certificate is decided, at the same overall alpha.
 
 Cohen et al.'s CERTIFY spends n = 100,000 estimation samples on every image, although most images are decided
-after a few hundred: an image the base classifier always gets right is certified up to any reasonable radius long
-before n, and an image it gets wrong half of the time will abstain whatever n is.
+after a few thousand: an image the base classifier always gets right is certified up to the table's largest radius
+long before n, and an image it gets wrong half of the time will abstain whatever n is.
 
-This mode draws the estimation samples in stages of growing cumulative size n_1 < n_2 < ... < n_S <= n_max (a fixed
-schedule) and, after each stage t, computes the one-sided Clopper-Pearson lower bound LCB_t on pA from the votes so
-far at level alpha / S. By the union bound, P(pA < LCB_t for some t) <= sum_t alpha / S = alpha, so the lower bound
-at *any* stopping time is valid with probability >= 1 - alpha, whatever rule decides when to stop (Bonferroni
-alpha-spending over a fixed set of looks; certify_theory.md section 3). The class is chosen beforehand from n0
-independent selection samples, exactly as in CERTIFY.
+The class is chosen beforehand from n0 independent selection samples, exactly as in CERTIFY. The estimation samples
+are then drawn look by look, and a sequential design (:mod:`rsbench.certify.designs`: ``betting``, the default;
+``looks``, rsbench's first design; ``adaptive``, Horváth et al.'s) decides after each look which images stop and
+which lower bound on pA each reports; the design pays for its looks (a confidence sequence, or alpha split over
+the looks), so the certificate holds with probability >= 1 - alpha whatever the stopping time. The reported radius
+is min(sigma * Phi^-1(pA_lower), the design's radius cap), or ABSTAIN when pA_lower < 1/2.
 
-Stopping rule (it only affects cost, never soundness): stop after stage t when
-  - LCB_t >= Phi(radius_cap / sigma): the image is certified up to the configured cap, the most this mode reports;
-  - the upper bound UCB_t (also at alpha / S) cannot reach the next target: 1/2 while not certified (then the image
-    abstains), or the next multiple of ``radius_step`` above the radius certified so far; more samples would then
-    almost surely not move the certificate into the next grid bin of the certified-accuracy table;
-  - n_max samples are drawn.
-The reported radius is min(sigma * Phi^-1(LCB_T), radius_cap), or ABSTAIN when LCB_T < 1/2.
-
-Compared with fixed-n CERTIFY at the same alpha, each look pays a factor S in its failure budget (for all-correct
-votes the bound alpha^(1/n) becomes (alpha/S)^(1/n): about 2% less radius at n = 100,000 and S = 8), and radii are
-capped: use the fixed-n mode for ACR tables, this mode for certified accuracy at chosen radii.
+:func:`certify_group` certifies several images together: at each look, every image still running draws the same
+number of new samples from its own estimation stream, packed into full forward passes, and the design decides for
+all of them at once with :func:`rsbench.certify.designs.run_design`, the same loop the replay benchmark runs on
+simulated votes. For the usual image sizes (C*H*W a multiple of 16) an image's noise does not depend on how its
+samples were split into batches, so its certificate does not depend on which other images ran beside it.
 """
 
 from __future__ import annotations
 
-import math
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
 
-from scipy.stats import norm
-from statsmodels.stats.proportion import proportion_confint
+import numpy as np
+import torch
 from torch import Tensor
 
-from rsbench.certify.bounds import certified_radius, check_alpha, clopper_pearson_lower
-from rsbench.certify.seeding import ESTIMATION, SELECTION, make_generator
+from rsbench.certify.bounds import check_alpha
+from rsbench.certify.designs import Design, Goal, LookSchedule, LooksDesign, run_design
+from rsbench.certify.seeding import ESTIMATION, make_generator
 from rsbench.certify.smooth import Certificate, Smooth
 
+__all__ = ["LookSchedule", "certify_group", "certify_sequential"]
 
-@dataclass(frozen=True)
-class LookSchedule:
-    """Cumulative estimation sample counts after which the certificate is checked.
 
-    Attributes:
-        first: samples in the first stage.
-        growth: each stage's cumulative count is the previous one times ``growth``.
-        max_samples: the last look (n_max), also the most samples any image gets.
+def certify_group(
+    smooth: Smooth,
+    xs: Tensor,
+    n0: int,
+    batch_size: int,
+    design: Design,
+    *,
+    seeds: Sequence[int | None] | None = None,
+) -> list[Certificate]:
+    """Sequential CERTIFY of each image of ``xs`` with ``design`` (see the module docstring for the guarantee).
+
+    Args:
+        smooth: the smoothed classifier (its sigma must be the design's; its base classifier, precision and noise
+            are used).
+        xs: images ``[K, C, H, W]`` in [0,1] pixel space.
+        n0: selection samples per image.
+        batch_size: noisy samples per forward pass.
+        design: the sequential design (its goal holds alpha, the sample budget and the targets).
+        seeds: one seed per image: its selection and estimation streams (independent), as in fixed-n CERTIFY.
+
+    Returns:
+        One certificate per image; its ``n`` is the number of estimation samples the image actually drew.
     """
+    if abs(design.goal.sigma - smooth.sigma) > 1e-12:
+        raise ValueError(f"the design is for sigma={design.goal.sigma}, the smoothed classifier has {smooth.sigma}")
+    start = time.perf_counter()
+    seeds = list(seeds) if seeds is not None else [None] * len(xs)
+    if len(seeds) != len(xs):
+        raise ValueError(f"got {len(seeds)} seeds for {len(xs)} images")
+    selected = np.asarray(smooth.select(xs, n0, batch_size, seeds=seeds), dtype=np.int64)
+    device = smooth.device_for(xs)
+    streams = [None if seed is None else make_generator(device, seed, ESTIMATION) for seed in seeds]
+    counts = np.zeros(len(xs), dtype=np.int64)
+    drawn = 0
 
-    first: int = 1000
-    growth: float = 2.0
-    max_samples: int = 100_000
+    def counts_at(samples: int, running: np.ndarray) -> np.ndarray:
+        nonlocal drawn
+        images = xs[torch.as_tensor(running, device=xs.device)]
+        votes = smooth.sample_counts_batch(images, samples - drawn, batch_size, [streams[i] for i in running])
+        counts[running] += votes[np.arange(len(running)), selected[running]]
+        drawn = samples
+        return counts[running]
 
-    def __post_init__(self) -> None:
-        if self.first < 1 or self.max_samples < self.first:
-            raise ValueError(f"need 1 <= first ({self.first}) <= max_samples ({self.max_samples})")
-        if self.growth <= 1:
-            raise ValueError(f"growth must be > 1, got {self.growth}")
-
-    def looks(self) -> list[int]:
-        """The cumulative counts n_1 < ... < n_S = max_samples.
-
-        >>> LookSchedule(1000, 2.0, 10_000).looks()
-        [1000, 2000, 4000, 8000, 10000]
-        """
-        looks = [self.first]
-        while looks[-1] < self.max_samples:
-            looks.append(min(self.max_samples, max(looks[-1] + 1, math.ceil(looks[-1] * self.growth))))
-        return looks
-
-
-def clopper_pearson_upper(successes: int, trials: int, alpha: float) -> float:
-    """One-sided (1 - alpha) Clopper-Pearson upper confidence bound (1 when all trials succeed)."""
-    return float(proportion_confint(successes, trials, alpha=2 * alpha, method="beta")[1])
+    decisions = run_design(design, len(xs), counts_at)
+    seconds = (time.perf_counter() - start) / len(xs)
+    return [
+        Certificate(
+            prediction=int(selected[i]) if decisions.certified[i] else smooth.ABSTAIN,
+            radius=float(decisions.radius[i]),
+            p_a_lower=float(decisions.lower[i]),
+            count=int(decisions.counts[i]),
+            selected=int(selected[i]),
+            n0=n0,
+            n=int(decisions.samples[i]),
+            alpha=design.goal.alpha,
+            sigma=smooth.sigma,
+            seconds=seconds,
+        )
+        for i in range(len(xs))
+    ]
 
 
 def certify_sequential(
@@ -88,7 +109,7 @@ def certify_sequential(
     radius_step: float = 0.25,
     seed: int | None = None,
 ) -> Certificate:
-    """Sequential CERTIFY of one image (see the module docstring for the guarantee and the stopping rule).
+    """Sequential CERTIFY of one image with rsbench's first design, ``looks`` (Clopper-Pearson at alpha / S).
 
     Args:
         smooth: the smoothed classifier (its sigma, base classifier and precision are used).
@@ -107,41 +128,7 @@ def certify_sequential(
     check_alpha(alpha)
     if radius_cap <= 0 or radius_step <= 0:
         raise ValueError(f"radius_cap and radius_step must be > 0, got {radius_cap} and {radius_step}")
-    start = time.perf_counter()
-    device = smooth.device_for(x)
-    selection_stream = None if seed is None else make_generator(device, seed, SELECTION)
-    estimation_stream = None if seed is None else make_generator(device, seed, ESTIMATION)
-    selected = int(smooth.sample_counts(x, n0, batch_size, selection_stream).argmax())
-    looks = schedule.looks()
-    stage_alpha = alpha / len(looks)
-    cap_probability = float(norm.cdf(radius_cap / smooth.sigma))
-    count, drawn, lower = 0, 0, 0.0
-    for look in looks:
-        count += int(smooth.sample_counts(x, look - drawn, batch_size, estimation_stream)[selected])
-        drawn = look
-        lower = clopper_pearson_lower(count, drawn, stage_alpha)
-        if lower >= cap_probability or _cannot_improve(
-            lower, clopper_pearson_upper(count, drawn, stage_alpha), smooth.sigma, radius_step
-        ):
-            break
-    abstain = lower < 0.5
-    return Certificate(
-        prediction=smooth.ABSTAIN if abstain else selected,
-        radius=0.0 if abstain else min(certified_radius(lower, smooth.sigma), radius_cap),
-        p_a_lower=lower,
-        count=count,
-        selected=selected,
-        n0=n0,
-        n=drawn,
-        alpha=alpha,
-        sigma=smooth.sigma,
-        seconds=time.perf_counter() - start,
-    )
-
-
-def _cannot_improve(lower: float, upper: float, sigma: float, radius_step: float) -> bool:
-    """Whether even the upper bound misses the next target: 1/2 (abstaining), or the next grid radius."""
-    if lower < 0.5:
-        return upper < 0.5
-    next_radius = (math.floor(certified_radius(lower, sigma) / radius_step) + 1) * radius_step
-    return upper < float(norm.cdf(next_radius / sigma))
+    goal = Goal.grid(smooth.sigma, alpha, schedule.max_samples, radius_cap, radius_step)
+    design = LooksDesign(goal, first_look=schedule.first, growth=schedule.growth)
+    (certificate,) = certify_group(smooth, x.unsqueeze(0), n0, batch_size, design, seeds=[seed])
+    return certificate

@@ -3,7 +3,7 @@
 - :class:`Protocol`: what every certificate depends on (CERTIFY's n0, n, alpha, the noise seed, sigma, the grid);
 - :class:`Subset`: which test images are certified;
 - :class:`Speed`: how the network is evaluated (batch size, packing, autocast, memory format, compilation);
-- :class:`SequentialSchedule`: sequential CERTIFY's looks and radius cap (``certify.mode=sequential``);
+- :class:`SequentialSchedule`: sequential CERTIFY's design, looks and radius cap (``certify.mode=sequential``);
 - :class:`DataDependent`: data-dependent smoothing's sigma mode and per-input sigma search.
 
 The user-facing config stays flat (``certify.n``, ``certify.skip``, ``certify.precision``, ... as the README
@@ -23,7 +23,7 @@ from typing import Any, Literal, Optional
 
 from rsbench.certify.bounds import check_alpha, radius_cap
 from rsbench.certify.data_dependent import SigmaSearch
-from rsbench.certify.sequential import LookSchedule
+from rsbench.certify.designs import DESIGNS, TABLE_LARGEST, Design, Goal, LookSchedule, make_design
 from rsbench.certify.smooth import PRECISIONS, Precision
 from rsbench.certify.subset import certification_indices
 from rsbench.certify.threat import ThreatModel
@@ -56,6 +56,8 @@ class Protocol:
             :meth:`rsbench.certify.threat.ThreatModel.grid_step`).
         noise: the smoothing noise (``gaussian``, ``laplace``, ``uniform``) at per-coordinate standard deviation sigma.
         norm: the norm certified (``l1``, ``l2``, ``linf``); ``None``: the noise's own (:mod:`rsbench.certify.threat`).
+        noise_grid: draw the noise on the input grid k / noise_grid (255: 8-bit images), sound in floating point
+            (:mod:`rsbench.certify.grid_noise`, Voráček and Hein 2023); ``None``: float32 Gaussian noise.
     """
 
     n0: int = 100
@@ -66,6 +68,7 @@ class Protocol:
     radius_step: float = 0.25
     noise: str = "gaussian"
     norm: str | None = None
+    noise_grid: int | None = None
 
     def __post_init__(self) -> None:
         _check_count(n0=self.n0, n=self.n)
@@ -76,6 +79,13 @@ class Protocol:
             raise ValueError(f"certify.radius_step must be > 0, got {self.radius_step}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"certify.seed must be an integer >= 0, got {self.seed!r}")
+        if self.noise_grid is not None:
+            _check_count(noise_grid=self.noise_grid)
+        if self.noise_grid is not None and self.noise != "gaussian":
+            raise ValueError(
+                f"certify.noise_grid={self.noise_grid} draws Gaussian noise on the input grid; "
+                f"certify.noise={self.noise!r} has no grid version (use certify.noise_grid=null)"
+            )
         ThreatModel(self.noise, self.norm)  # validates both, naming the certify key
 
     @property
@@ -144,33 +154,66 @@ class Speed:
 
 @dataclass(frozen=True)
 class SequentialSchedule:
-    """Sequential CERTIFY (see :mod:`rsbench.certify.sequential`): looks at growing sample counts up to n.
+    """Sequential CERTIFY (see :mod:`rsbench.certify.sequential`): its design, looks and radius cap.
 
     Attributes:
-        radius_cap: the largest radius reported; ``None``: 3 sigma (Phi(3) = 0.99865, reached after about 7,000
-            samples when every vote is right).
-        first_look: estimation samples before the first look.
-        growth: each look's cumulative sample count is the previous one times ``growth``.
+        design: ``betting`` (a betting confidence sequence, the default), ``looks`` (Clopper-Pearson at alpha / S
+            over S looks, rsbench's first design) or ``adaptive`` (Horváth et al.: one target radius, the cap);
+            see :mod:`rsbench.certify.designs`.
+        radius_cap: the largest radius reported; ``None``: the largest radius of the grid up to 2.5 (the papers'
+            tables) that n of n votes can certify, e.g. 0.75 / 1.75 / 2.5 at sigma 0.25 / 0.5 / 1.0.
+        first_look: estimation samples before the first look (``None``: the design's, 100 for ``betting``, 1,000
+            for ``looks``; ``adaptive`` has stages of n/100, n/10 and 5n/4 samples instead).
+        growth: each look's cumulative sample count is the previous one times ``growth`` (``None``: the design's,
+            1.1 for ``betting``, 2 for ``looks``).
+        radius_target: decide this one radius only (certified at it, or not), not the grid; ``adaptive`` always
+            decides one radius: this one, or the radius cap.
     """
 
+    design: str = "betting"
     radius_cap: float | None = None
-    first_look: int = 1000
-    growth: float = 2.0
+    first_look: int | None = None
+    growth: float | None = None
+    radius_target: float | None = None
 
     def __post_init__(self) -> None:
-        _check_count(first_look=self.first_look)
+        if self.design not in DESIGNS:
+            raise ValueError(f"certify.design must be one of {sorted(DESIGNS)}, got {self.design!r}")
+        if self.first_look is not None:
+            _check_count(first_look=self.first_look)
         if self.radius_cap is not None and self.radius_cap <= 0:
-            raise ValueError(f"certify.radius_cap must be > 0 or null (3 sigma), got {self.radius_cap!r}")
-        if self.growth <= 1:
-            raise ValueError(f"certify.growth must be > 1, got {self.growth!r}")
+            raise ValueError(f"certify.radius_cap must be > 0 or null (the table's largest), got {self.radius_cap!r}")
+        if self.growth is not None and self.growth <= 1:
+            raise ValueError(f"certify.growth must be > 1 or null (the design's), got {self.growth!r}")
+        if self.radius_target is not None and self.radius_target < 0:
+            raise ValueError(f"certify.radius_target must be >= 0 or null (the grid), got {self.radius_target!r}")
+        if self.design == "adaptive" and (self.first_look, self.growth) != (None, None):
+            raise ValueError("certify.first_look and certify.growth do not apply to design=adaptive (fixed stages)")
 
     def looks(self, n: int) -> LookSchedule:
-        """The look schedule up to ``n`` estimation samples."""
-        return LookSchedule(min(self.first_look, n), self.growth, n)
+        """The look schedule of the ``looks`` design up to ``n`` estimation samples."""
+        return LookSchedule(min(self.first_look or 1000, n), self.growth or 2.0, n)
 
-    def cap(self, sigma: float) -> float:
-        """The largest radius reported at ``sigma``."""
-        return self.radius_cap if self.radius_cap is not None else 3.0 * sigma
+    def make(self, sigma: float, protocol: Protocol) -> Design:
+        """The design deciding the grid 0, radius_step, ... up to the radius cap (or the one radius target)."""
+        if self.radius_target is not None:
+            goal = Goal(sigma, protocol.alpha, protocol.n, (self.radius_target,))
+        else:
+            cap = self.radius_cap if self.radius_cap is not None else default_radius_cap(sigma, protocol)
+            goal = Goal.grid(sigma, protocol.alpha, protocol.n, cap, protocol.radius_step)
+        looks = {"first_look": self.first_look, "growth": self.growth}
+        return make_design(self.design, goal, **{k: v for k, v in looks.items() if v is not None})
+
+    def cap(self, sigma: float, protocol: Protocol) -> float:
+        """The largest radius reported at ``sigma``: the configured cap, or the largest one n votes can reach."""
+        return self.make(sigma, protocol).cap
+
+
+def default_radius_cap(sigma: float, protocol: Protocol) -> float:
+    """The largest radius of the grid 0, step, ... up to 2.5 (:data:`TABLE_LARGEST`) below the fixed-n cap."""
+    step = protocol.radius_step
+    top = min(TABLE_LARGEST, radius_cap(sigma, protocol.n, protocol.alpha))
+    return max(step, step * int(top / step + 1e-9))
 
 
 @dataclass(frozen=True)
@@ -248,6 +291,8 @@ class CertifySettings:
                 f"certify.{what} certifies the Gaussian l2 radius only, not {threat.describe()}: "
                 "use certify.mode=standard and certify.sigma_mode=fixed"
             )
+        if self.data_dependent is not None and self.protocol.noise_grid is not None:
+            raise ValueError(f"certify.noise_grid={self.protocol.noise_grid} needs sigma_mode=fixed")
 
     @property
     def mode(self) -> Mode:
@@ -270,7 +315,7 @@ class CertifySettings:
             return self.protocol.threat.cap(sigma, self.protocol.n, self.protocol.alpha, dim)
         if self.sequential is None:
             return radius_cap(sigma, self.protocol.n, self.protocol.alpha)
-        return self.sequential.cap(sigma)
+        return self.sequential.cap(sigma, self.protocol)
 
     def grid_step(self, dim: int) -> float:
         """The step of the certified-accuracy grid in the certified norm (``radius_step`` unless l-infinity)."""
@@ -282,7 +327,7 @@ class CertifySettings:
 
         Args:
             mode: ``standard`` (Cohen et al.'s fixed-n CERTIFY) or ``sequential``; the sequential keys
-                (``radius_cap``, ``first_look``, ``growth``) apply only to the latter.
+                (``design``, ``radius_cap``, ``radius_target``, ``first_look``, ``growth``) apply only to the latter.
             sigma_mode: ``fixed`` (sound, the default), ``data_dependent`` or ``memory``; the sigma-search keys
                 (``sigma_iters``, ``sigma_lr``, ``sigma_samples``, ``sigma_init``, ``sigma_objective``) apply only
                 to the latter two.
@@ -357,12 +402,13 @@ class CertifySettings:
             "compile": self.speed.compile,
             **self.protocol.threat.protocol_fields(),
         }
+        if self.protocol.noise_grid is not None:
+            record["noise_grid"] = self.protocol.noise_grid
         if self.sequential is not None:
-            record.update(
-                radius_cap=self.cap(sigma),
-                looks=self.sequential.looks(self.protocol.n).looks(),
-                radius_step=self.protocol.radius_step,
-            )
+            design = self.sequential.make(sigma, self.protocol)
+            record.update(radius_cap=design.cap, looks=design.looks(), radius_step=self.protocol.radius_step)
+            if design.name != "looks" or self.sequential.radius_target is not None:
+                record.update(design.parameters())  # (a run of the first design, #6, keeps its stored protocol)
         if self.data_dependent is not None:
             record.update(sigma_mode=self.sigma_mode, sigma_search=vars(self.data_dependent.search))
         return record

@@ -61,7 +61,7 @@ class Result:
         source: the run folder, or the TSV file.
         method: the training method (or the label given to a TSV).
         variant: what sets these certificates apart from the run's plain ones ("" for ordinary runs;
-            "sequential", "fixed sigma, sound", "data_dependent sigma, NOT sound", ...).
+            "sequential", "sequential betting", "fixed sigma, sound", "data_dependent sigma, NOT sound", ...).
         sound: whether every certificate is a sound guarantee.
         protocol: what the certificates depend on besides the model: n0, n, alpha, mode, the image subset.
         seed: the training seed (``seed`` in the Hydra config), None when unknown.
@@ -231,7 +231,7 @@ def read_run(run: Path) -> list[Result]:
     metrics = _read_json(run / "metrics.json")
     hydra = _read_hydra(run)
     if "fixed_sigma" not in metrics:
-        variant = "sequential" if metrics.get("mode") == "sequential" else ""
+        variant = _sequential_variant(metrics) if metrics.get("mode") == "sequential" else ""
         return [_run_result(run, "certify", metrics, metrics, hydra, variant)]
     mode = metrics.get("sigma_mode", "data_dependent")
     fixed = {**metrics, **metrics["fixed_sigma"]}
@@ -239,6 +239,12 @@ def read_run(run: Path) -> list[Result]:
         _run_result(run, FIXED_STEM, fixed, metrics, hydra, "fixed sigma, sound"),
         _run_result(run, "certify", metrics, metrics, hydra, f"{mode} sigma, NOT sound"),
     ]
+
+
+def _sequential_variant(metrics: dict[str, Any]) -> str:
+    """``sequential`` for the first design (runs before #22 record no design), ``sequential <design>`` otherwise."""
+    design = metrics.get("design", "looks")
+    return "sequential" if design == "looks" else f"sequential {design}"
 
 
 def _run_result(

@@ -1,0 +1,509 @@
+"""Replay benchmark: what sequential CERTIFY saves on the models the field published, from their released logs.
+
+    python -m rsbench.bench.replay                      # every log rsbench ships (44 logs, ~10,000 images each)
+    python -m rsbench.bench.replay path/to/noise_0.25.tsv ... [--n 100000 --alpha 0.001]   # Cohen-format logs
+    python -m rsbench.bench.replay --radius-target      # Horváth et al.'s setting: one radius per run
+
+For every log, each image's base classifier is replaced by a Bernoulli oracle whose vote probability reproduces the
+log's certificate (:mod:`rsbench.bench.oracle` says how, and how images at the cap and abstained images are
+modelled). On that oracle, with the same selection draw and the same vote sequence (one simulated path of
+estimation votes per image, read by every design at its own looks), the benchmark runs fixed-n CERTIFY (n0 = 100,
+n = 100,000, alpha = 0.001, as the authors) and each sequential design of :mod:`rsbench.certify.designs` through
+:func:`~rsbench.certify.designs.run_design`, the loop the pipeline runs on real networks, and reports per log:
+
+- samples per image (n0 + estimation samples): mean, median, 90th percentile, and fixed n's mean over it;
+- certified accuracy at every radius of the table (the grid 0, 0.25, ... up to fixed n's cap) and ACR, as
+  differences against fixed n in points (paired over images, with 95% normal intervals); the worst radius is shown;
+- false certificates: certificates above the oracle's true radius sigma * Phi^-1(pA), as a share of the images,
+  with its one-sided 95% Clopper-Pearson upper bound; soundness means the share is at most alpha in expectation;
+- the floor: fixed n's mean over a lower bound (Wald's inequality, :func:`floor_samples`) on the samples any sound
+  test at level alpha needs to certify each radius of each image as often as fixed n does; images whose vote
+  probability sits near a radius's boundary cost close to n whatever the design.
+
+Votes are binomial increments between the looks, vectorised over images, so the replay of every shipped log takes
+minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.stats import beta, binom, norm
+
+from rsbench.bench.oracle import Assumptions, Oracle, build_oracle, count_for_bound
+from rsbench.certify.bounds import radius_cap
+from rsbench.certify.confidence import cp_lower
+from rsbench.certify.designs import TABLE_LARGEST, Decisions, Design, Goal, make_design, run_design
+from rsbench.certify.seeding import derive_seed
+
+Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A design to replay: its label in the table, its registered name, its parameters and its sample budget.
+
+    ``max_samples`` caps the estimation samples an image may take (``None``: fixed n's n, as in the pipeline).
+    """
+
+    label: str
+    design: str
+    parameters: dict[str, Any] = field(default_factory=dict)
+    max_samples: int | None = None
+
+
+DEFAULT_CANDIDATES = (
+    Candidate("looks", "looks"),
+    Candidate("betting", "betting"),
+)
+
+
+@dataclass(frozen=True)
+class LogSpec:
+    """One log to replay: its name, columns and protocol."""
+
+    name: str
+    label: np.ndarray
+    predict: np.ndarray
+    radius: np.ndarray
+    sigma: float
+    n0: int
+    n: int
+    alpha: float
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One design's replay of one log.
+
+    Attributes:
+        log: the log's name; design: the candidate's label; promise: what the design decides.
+        samples: per-image samples (n0 + estimation).
+        accuracy: certified accuracy at each table radius (fraction); delta / delta_half: its difference to fixed n
+            and the half-width of its 95% interval (fractions).
+        acr, acr_delta, acr_half: ACR, its difference to fixed n and the interval's half-width.
+        false: false certificates (count); images: how many images.
+        floor: the floor's mean samples per image.
+    """
+
+    log: str
+    design: str
+    promise: str
+    samples: np.ndarray
+    radii: tuple[float, ...]
+    accuracy: np.ndarray
+    delta: np.ndarray
+    delta_half: np.ndarray
+    acr: float
+    acr_delta: float
+    acr_half: float
+    false: int
+    images: int
+    floor: float
+
+    @property
+    def mean_samples(self) -> float:
+        """Mean samples per image."""
+        return float(self.samples.mean())
+
+    def worst(self) -> int:
+        """The index of the radius where the design loses most certified accuracy against fixed n."""
+        return int(np.argmin(self.delta))
+
+    def false_upper(self) -> float:
+        """One-sided 95% Clopper-Pearson upper bound on the false-certificate rate."""
+        k, n = self.false, self.images
+        return 1.0 if k == n else float(beta.isf(0.05, k + 1, n - k))
+
+
+class VotePath:
+    """One simulated sequence of estimation votes per image, read at any sample count up to its length.
+
+    The cumulative count at each point of ``grid`` is drawn once, as binomial increments with the image's vote
+    probability, so every design (and fixed n) reads the same votes at the sample counts it looks at.
+    """
+
+    def __init__(self, probability: np.ndarray, grid: Iterable[int], rng: np.random.Generator) -> None:
+        self.grid = np.array(sorted(set(grid)), dtype=np.int64)
+        steps = np.diff(self.grid, prepend=0)
+        increments = rng.binomial(steps[None, :], np.clip(probability, 0.0, 1.0)[:, None])
+        self.counts = np.cumsum(increments, axis=1)
+        self.column = {int(g): i for i, g in enumerate(self.grid)}
+
+    def at(self, samples: int, images: np.ndarray | slice = slice(None)) -> np.ndarray:
+        """The cumulative votes of ``images`` after ``samples`` estimation samples (a point of the grid)."""
+        return self.counts[images, self.column[samples]]
+
+
+def table_radii(
+    sigma: float, n: int, alpha: float, step: float = 0.25, largest: float | None = TABLE_LARGEST
+) -> tuple[float, ...]:
+    """The table's radii: 0, step, ... up to ``largest`` and below fixed n's radius cap.
+
+    ``largest=None`` gives ``metrics.json``'s whole grid, up to the cap sigma * Phi^-1(alpha^(1/n)).
+    """
+    top = radius_cap(sigma, n, alpha) if largest is None else min(largest, radius_cap(sigma, n, alpha))
+    return tuple(i * step for i in range(math.floor(top / step + 1e-9) + 1))
+
+
+def fixed_n(oracle: Oracle, path: VotePath) -> Decisions:
+    """Cohen et al.'s CERTIFY with n estimation samples on the path."""
+    counts = path.at(oracle.n)
+    lower = cp_lower(counts, oracle.n, oracle.alpha)
+    certified = lower >= 0.5
+    with np.errstate(divide="ignore"):
+        radius = np.where(certified, oracle.sigma * norm.ppf(np.where(certified, lower, 0.5)), 0.0)
+    return Decisions(lower, certified, radius, np.full(len(counts), oracle.n), counts)
+
+
+def floor_samples(oracle: Oracle, radii: Sequence[float]) -> np.ndarray:
+    """Per image, a lower bound on the expected estimation samples of any sound design that matches fixed n.
+
+    Fixed n certifies radius r_j of an image whose vote probability is p with probability
+    c_j = P(Beta^-1(alpha; K, n - K + 1) >= p_j), K ~ Bin(n, p), p_j = Phi(r_j / sigma). A sequential test that
+    certifies pA > p_j at level alpha (probability <= alpha when pA = p_j) with probability c_j when pA = p needs, by
+    Wald's inequality for sequential tests, E_p[N] >= (c ln(c / alpha) + (1 - c) ln((1 - c) / (1 - alpha))) /
+    KL(p || p_j) samples. The floor is the largest of these over the table's radii: ln(1/alpha) / -ln p_j for an
+    image whose every vote is right, and close to n for an image whose p sits near a boundary. It says what any
+    design must pay image by image to certify what fixed n certifies; a design may trade images within the goal's
+    0.5 points, so it is a reference, not a strict limit.
+    """
+    p = np.clip(oracle.p_selected, 0.0, 1.0)[:, None]
+    targets = np.maximum(0.5, norm.cdf(np.asarray(radii) / oracle.sigma))[None, :]
+    n, alpha = oracle.n, oracle.alpha
+    needed = np.array([_count_needed(t, n, alpha) for t in targets[0]])[None, :]
+    power = binom.sf(needed - 1, n, p)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        evidence = power * np.log(power / alpha) + (1 - power) * np.log((1 - power) / (1 - alpha))
+        evidence = np.where(power >= 1.0, np.log(1 / alpha), np.where(power <= alpha, 0.0, evidence))
+        divergence = np.where(p >= 1.0, -np.log(targets), p * np.log(p / targets)) + np.where(
+            p < 1.0, (1 - p) * np.log((1 - p) / (1 - targets)), 0.0
+        )
+        votes = np.where((p > targets) & (evidence > 0), evidence / divergence, 0.0)
+    return np.ceil(votes.max(axis=1))
+
+
+def _count_needed(target: float, n: int, alpha: float) -> int:
+    """The fewest of n votes whose Clopper-Pearson bound at alpha reaches ``target`` (n + 1: none does)."""
+    count = math.ceil(float(count_for_bound(np.array(target), n, alpha)[()]) - 1e-6)
+    while count <= n and float(cp_lower(np.array(count), n, alpha)[()]) < target:
+        count += 1
+    return count
+
+
+def certified_at(decisions: Decisions, correct: np.ndarray, radii: Sequence[float]) -> np.ndarray:
+    """[images, radii]: correct and certified with radius >= r."""
+    return (correct & decisions.certified)[:, None] & (decisions.radius[:, None] >= np.asarray(radii)[None, :])
+
+
+def paired(difference: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean of per-image differences and the half-width of its 95% normal interval (along axis 0)."""
+    count = difference.shape[0]
+    return difference.mean(axis=0), Z95 * difference.std(axis=0, ddof=1) / math.sqrt(count)
+
+
+def evaluate(
+    spec: LogSpec, oracle: Oracle, path: VotePath, design: Design, label: str, radii: Sequence[float]
+) -> tuple[Decisions, Outcome]:
+    """Run ``design`` on the path and compare it with fixed n on the same images and votes."""
+    reference = fixed_n(oracle, path)
+    decisions = run_design(design, len(oracle), lambda samples, running: path.at(samples, running))
+    hits, base = certified_at(decisions, oracle.correct, radii), certified_at(reference, oracle.correct, radii)
+    delta, delta_half = paired(hits.astype(float) - base.astype(float))
+    scores = np.where(oracle.correct & decisions.certified, decisions.radius, 0.0)
+    base_scores = np.where(oracle.correct & reference.certified, reference.radius, 0.0)
+    acr_delta, acr_half = paired((scores - base_scores)[:, None])
+    false = decisions.certified & (decisions.radius > oracle.true_radius())
+    floor = floor_samples(oracle, radii)
+    return decisions, Outcome(
+        log=spec.name,
+        design=label,
+        promise=design.promise,
+        samples=oracle.n0 + decisions.samples,
+        radii=tuple(radii),
+        accuracy=hits.mean(axis=0),
+        delta=delta,
+        delta_half=delta_half,
+        acr=float(scores.mean()),
+        acr_delta=float(acr_delta[0]),
+        acr_half=float(acr_half[0]),
+        false=int(false.sum()),
+        images=len(oracle),
+        floor=float(oracle.n0 + floor.mean()),
+    )
+
+
+def replay(
+    spec: LogSpec,
+    candidates: Sequence[Candidate],
+    *,
+    assumptions: Assumptions | None = None,
+    seed: int = 0,
+    key: int = 0,
+    radius_target: float | None = None,
+    largest: float | None = TABLE_LARGEST,
+) -> tuple[list[Outcome], dict[str, Decisions]]:
+    """Replay one log: fixed n and every candidate on one oracle and one vote path (see the module docstring).
+
+    Args:
+        spec: the log.
+        candidates: the designs.
+        assumptions: how the oracle models images at the cap and abstained images.
+        seed: the replay's seed.
+        key: the log's position; the random stream is derived from (seed, key), so logs are independent.
+        radius_target: decide this one radius (every design gets it as its only target) instead of the table.
+        largest: the table's largest radius (``None``: every radius of the grid up to fixed n's cap).
+
+    Returns:
+        The outcomes (fixed n first, then the candidates in order) and each candidate's decisions per image.
+    """
+    rng = np.random.default_rng(derive_seed(seed, key))
+    assumptions = assumptions or Assumptions()
+    oracle = build_oracle(
+        label=spec.label,
+        predict=spec.predict,
+        radius=spec.radius,
+        sigma=spec.sigma,
+        n0=spec.n0,
+        n=spec.n,
+        alpha=spec.alpha,
+        assumptions=assumptions,
+        rng=rng,
+    )
+    radii = (
+        (radius_target,) if radius_target is not None else table_radii(spec.sigma, spec.n, spec.alpha, largest=largest)
+    )
+    designs = [
+        (c.label, make_design(c.design, Goal(spec.sigma, spec.alpha, c.max_samples or spec.n, radii), **c.parameters))
+        for c in candidates
+    ]
+    grid = {spec.n, *(look for _, design in designs for look in design.looks())}
+    path = VotePath(oracle.p_selected, grid, rng)
+    outcomes = [_fixed_outcome(spec, oracle, path, radii, "fixed n")]
+    decisions = {}
+    for label, design in designs:
+        decisions[label], outcome = evaluate(spec, oracle, path, design, label, radii)
+        outcomes.append(outcome)
+    return outcomes, decisions
+
+
+def _fixed_outcome(spec: LogSpec, oracle: Oracle, path: VotePath, radii: Sequence[float], label: str) -> Outcome:
+    reference = fixed_n(oracle, path)
+    hits = certified_at(reference, oracle.correct, radii)
+    scores = np.where(oracle.correct & reference.certified, reference.radius, 0.0)
+    false = reference.certified & (reference.radius > oracle.true_radius())
+    zeros = np.zeros(len(radii))
+    return Outcome(
+        log=spec.name,
+        design=label,
+        promise=f"Cohen et al.'s CERTIFY, n = {oracle.n:,}",
+        samples=oracle.n0 + reference.samples,
+        radii=tuple(radii),
+        accuracy=hits.mean(axis=0),
+        delta=zeros,
+        delta_half=zeros,
+        acr=float(scores.mean()),
+        acr_delta=0.0,
+        acr_half=0.0,
+        false=int(false.sum()),
+        images=len(oracle),
+        floor=float(oracle.n0 + floor_samples(oracle, radii).mean()),
+    )
+
+
+def shipped_logs(match: str | None = None) -> list[LogSpec]:
+    """The released logs rsbench ships (:func:`rsbench.report.released.released_logs`) whose name contains ``match``."""
+    from rsbench.report.released import released_logs
+
+    specs = []
+    for log in released_logs():
+        name = f"{log.dataset} {log.method}{' ' + log.variant if log.variant else ''} s={log.sigma:g}"
+        if match is None or match in name:
+            specs.append(_spec(name, log.read().records, log.sigma, log.n0, log.n, log.alpha))
+    return specs
+
+
+def logs_from_paths(paths: Sequence[Path], n0: int, n: int, alpha: float) -> list[LogSpec]:
+    """Cohen-format logs given on the command line (sigma from the path, e.g. ``noise_0.25``)."""
+    from rsbench.report.load import read_cohen_tsv
+
+    specs = []
+    for path in paths:
+        result = read_cohen_tsv(path, n=n, alpha=alpha)
+        specs.append(_spec(f"{path}", result.records, result.sigma, n0, n, alpha))
+    return specs
+
+
+def _spec(name: str, records: Any, sigma: float, n0: int, n: int, alpha: float) -> LogSpec:
+    return LogSpec(
+        name=name,
+        label=records["label"].to_numpy(),
+        predict=records["predict"].to_numpy(),
+        radius=records["radius"].to_numpy(dtype=np.float64),
+        sigma=float(sigma),
+        n0=int(n0),
+        n=int(n),
+        alpha=float(alpha),
+    )
+
+
+def subsample(spec: LogSpec, images: int | None, seed: int) -> LogSpec:
+    """A random subset of ``images`` of the log's images (all of them when ``None``)."""
+    if images is None or images >= len(spec.label):
+        return spec
+    keep = np.sort(np.random.default_rng(seed).choice(len(spec.label), images, replace=False))
+    return LogSpec(
+        spec.name, spec.label[keep], spec.predict[keep], spec.radius[keep], spec.sigma, spec.n0, spec.n, spec.alpha
+    )
+
+
+GOAL_SAVING = 20.0  # issue 22: at least 20x fewer samples than n = 100,000 ...
+GOAL_POINTS = 0.5  # ... with certified accuracy within 0.5 points of fixed n at every radius of the table
+
+
+def meets_goal(outcome: Outcome, fixed: Outcome) -> tuple[bool, bool]:
+    """(at least 20x fewer samples than fixed n, every certified-accuracy difference within 0.5 points)."""
+    saving = fixed.mean_samples / outcome.mean_samples >= GOAL_SAVING
+    return saving, bool(np.all(np.abs(100 * outcome.delta) <= GOAL_POINTS))
+
+
+HEADER = (
+    f"{'log':<34} {'design':<9} {'mean':>7} {'median':>7} {'fewer':>6} {'floor':>6}  "
+    f"{'worst d.acc, points [95% CI]':<30} {'d.ACR [95% CI]':<25} {'false (95% UCB)':<17} goal"
+)
+
+
+def format_outcomes(outcomes: Sequence[Outcome]) -> str:
+    """One line per design: samples, saving (and the floor's), worst accuracy difference, ACR difference, false share.
+
+    ``goal`` is ``x`` for 20x fewer samples and ``a`` for certified accuracy within 0.5 points at every radius.
+    """
+    fixed = outcomes[0]
+    lines = []
+    for o in outcomes:
+        w = o.worst()
+        low, high = 100 * (o.delta[w] - o.delta_half[w]), 100 * (o.delta[w] + o.delta_half[w])
+        saving, accurate = meets_goal(o, fixed)
+        mark = ("x" if saving else "-") + ("a" if accurate else "-")
+        lines.append(
+            f"{o.log:<34} {o.design:<9} {o.mean_samples:>7,.0f} {np.median(o.samples):>7,.0f} "
+            f"{fixed.mean_samples / o.mean_samples:>5.1f}x {fixed.mean_samples / o.floor:>5.0f}x  "
+            f"{100 * o.delta[w]:>+5.2f} [{low:+.2f}, {high:+.2f}] at {o.radii[w]:<5g} "
+            f"{o.acr_delta:>+.3f} [{o.acr_delta - o.acr_half:+.3f}, {o.acr_delta + o.acr_half:+.3f}]  "
+            f"{o.false:>2} ({o.false_upper():.4f})    {mark}"
+        )
+    return "\n".join(lines)
+
+
+def format_detail(outcomes: Sequence[Outcome], decisions: dict[str, Decisions], n: int) -> str:
+    """Per radius: certified accuracy and its difference; per design: where the samples go."""
+    fixed = outcomes[0]
+    lines = ["  radius      " + " ".join(f"{r:>7g}" for r in fixed.radii)]
+    lines.append(f"  {fixed.design:<11} " + " ".join(f"{100 * a:>7.2f}" for a in fixed.accuracy))
+    for o in outcomes[1:]:
+        lines.append(f"  {o.design:<11} " + " ".join(f"{100 * d:>+7.2f}" for d in o.delta))
+    for o in outcomes[1:]:
+        samples = o.samples.astype(float)
+        full = decisions[o.design].samples >= n
+        deciles = ", ".join(f"{np.percentile(samples, q):,.0f}" for q in (10, 25, 50, 75, 90, 99))
+        lines.append(
+            f"  {o.design}: samples at the 10/25/50/75/90/99th percentiles {deciles}; {100 * full.mean():.1f}% of "
+            f"the images draw all n = {n:,} and take {100 * samples[full].sum() / samples.sum():.0f}% of the samples"
+        )
+    return "\n".join(lines)
+
+
+def summary(results: Sequence[Sequence[Outcome]]) -> str:
+    """Per design over the logs: the median and range of the saving, and how many logs meet each half of the goal."""
+    lines = []
+    names = [o.design for o in results[0][1:]]
+    for index, name in enumerate(names, start=1):
+        savings = np.array([r[0].mean_samples / r[index].mean_samples for r in results])
+        goals = np.array([meets_goal(r[index], r[0]) for r in results])
+        worst = min(100 * float(r[index].delta.min()) for r in results)
+        false = max(r[index].false / r[index].images for r in results)
+        lines.append(
+            f"{name}: {np.median(savings):.1f}x fewer samples (median over {len(results)} logs; "
+            f"{savings.min():.1f}x to {savings.max():.1f}x); >= {GOAL_SAVING:g}x on {goals[:, 0].sum()} logs, "
+            f"certified accuracy within {GOAL_POINTS:g} points at every radius on {goals[:, 1].sum()}, both on "
+            f"{goals.all(axis=1).sum()}; worst difference {worst:+.2f} points; largest false-certificate share "
+            f"{false:.4f}"
+        )
+    floors = np.array([r[0].mean_samples / r[0].floor for r in results])
+    lines.append(
+        f"floor (what any sound test needs to certify each image as often as fixed n): "
+        f"{np.median(floors):.0f}x (median; {floors.min():.0f}x to "
+        f"{floors.max():.0f}x); >= {GOAL_SAVING:g}x on {(floors >= GOAL_SAVING).sum()} logs"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Replay every log (the shipped ones, or the paths given): one line per log and design, then a summary."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("logs", nargs="*", type=Path, help="Cohen-format certify TSVs (default: every shipped log)")
+    parser.add_argument("--n0", type=int, default=100, help="selection samples of the given logs")
+    parser.add_argument("--n", type=int, default=100_000, help="estimation samples of the given logs")
+    parser.add_argument("--alpha", type=float, default=0.001, help="failure probability of the given logs")
+    parser.add_argument("--designs", nargs="+", default=None, help="default: looks betting (+ adaptive for a target)")
+    parser.add_argument("--cap", choices=["posterior", "one"], default="posterior", help="pA of images at the cap")
+    parser.add_argument("--abstained", default="uniform", help="pA of abstained images: uniform, or a probability")
+    parser.add_argument("--largest", type=float, default=TABLE_LARGEST, help="the table's largest radius")
+    parser.add_argument("--full-grid", action="store_true", help="every radius up to fixed n's cap instead")
+    parser.add_argument("--radius-target", type=float, default=None, help="decide this one radius only")
+    parser.add_argument("--images", type=int, default=None, help="replay a random subset of each log's images")
+    parser.add_argument("--match", default=None, help="only logs whose name contains this text")
+    parser.add_argument("--detail", action="store_true", help="per-radius differences and where the samples go")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    abstained = args.abstained if args.abstained == "uniform" else float(args.abstained)
+    assumptions = Assumptions(cap=args.cap, abstained=abstained)
+    if args.logs:
+        specs = [s for s in logs_from_paths(args.logs, args.n0, args.n, args.alpha) if (args.match or "") in s.name]
+    else:
+        specs = shipped_logs(args.match)
+    names = args.designs or (["looks", "betting"] + (["adaptive"] if args.radius_target is not None else []))
+    candidates = [Candidate(name, name) for name in names]
+    largest = None if args.full_grid else args.largest
+    start = time.perf_counter()
+    what = f"the radius {args.radius_target:g}" if args.radius_target is not None else "every radius of the table"
+    print(
+        f"Replay of {len(specs)} logs, {what}; oracle {assumptions.label()}, seed {args.seed}. Samples per image "
+        f"(n0 + estimation); fewer: fixed n's mean over the design's; floor: over the fewest any sound test needs; "
+        f"differences against fixed n on the same images and votes (points of certified accuracy, ACR) with 95% "
+        f"intervals; false: certificates above the oracle's true radius (alpha = {specs[0].alpha if specs else '?'})"
+    )
+    print(HEADER)
+    results = []
+    for key, spec in enumerate(specs):
+        spec = subsample(spec, args.images, args.seed)
+        outcomes, decisions = replay(
+            spec,
+            candidates,
+            assumptions=assumptions,
+            seed=args.seed,
+            key=key,
+            radius_target=args.radius_target,
+            largest=largest,
+        )
+        results.append(outcomes)
+        print(format_outcomes(outcomes))
+        if args.detail:
+            print(format_detail(outcomes, decisions, spec.n))
+        sys.stdout.flush()
+    if results:
+        print(summary(results))
+    print(f"{len(specs)} logs in {time.perf_counter() - start:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
