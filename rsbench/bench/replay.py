@@ -11,7 +11,7 @@ estimation votes per image, read by every design at its own looks), the benchmar
 n = 100,000, alpha = 0.001, as the authors) and each sequential design of :mod:`rsbench.certify.designs` through
 :func:`~rsbench.certify.designs.run_design`, the loop the pipeline runs on real networks, and reports per log:
 
-- samples per image (n0 + estimation samples): mean, median, 90th percentile, and fixed n's mean over it;
+- samples per image (n0 + estimation samples): mean, median, and fixed n's mean over it;
 - certified accuracy at every radius of the table (the grid 0, 0.25, ... up to fixed n's cap) and ACR, as
   differences against fixed n in points (paired over images, with 95% normal intervals); the worst radius is shown;
 - false certificates: certificates above the oracle's true radius sigma * Phi^-1(pA), as a share of the images,
