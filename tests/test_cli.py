@@ -6,6 +6,7 @@ import csv
 import importlib.util
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -267,6 +268,37 @@ def test_a_sweep_runs_every_job_and_lists_the_failed_ones(tmp_path: Path) -> Non
         json.loads((sweep / jobs["1"]["job"] / "metrics.json").read_text())["acr"], rel=1e-5
     )
     assert "1 of 2 jobs completed" in result.stdout + result.stderr
+
+
+def test_a_sweep_jobs_folder_resumes_with_the_command_rsbench_printed(tmp_path: Path) -> None:
+    """Issue 21: folders named `<n>_key=value,...` broke Hydra's grammar in resume=, ckpt_path=, model.members=."""
+    sweep = tmp_path / "sweep"
+    overrides = ("experiment=smoke", "logger=none", "trainer.enable_progress_bar=false")
+    result = rsbench("-m", *overrides, "certify.alpha=0.001,0.01", f"hydra.sweep.dir={sweep}")
+    assert result.returncode == 0, result.stderr
+    job = sweep / "1_certify.alpha-0.01_experiment-smoke"
+    hint = json.loads((job / "status.json").read_text())["resume"]
+    assert hint == f"python -m rsbench resume={job}"
+
+    def pasted(command: str, *more: str) -> subprocess.CompletedProcess[str]:
+        """``command`` as a user pastes it into bash (with this interpreter for ``python``)."""
+        line = " ".join([command.replace("python", shlex.quote(sys.executable), 1), *more])
+        return subprocess.run(["bash", "-c", line], cwd=ROOT, env=environment(), capture_output=True, text=True)
+
+    resumed = pasted(hint, "certify.max_images=9")
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(read_rows(job / "certify.tsv")) == 9
+    ckpt = rsbench("train=false", f"ckpt_path={job}/checkpoints/last.ckpt", *overrides, f"hydra.run.dir={tmp_path}/c")
+    assert ckpt.returncode == 0, ckpt.stderr
+
+    old = sweep / "1_certify.alpha=0.01,experiment=smoke"  # a folder named by an older rsbench
+    job.rename(old)
+    quoted = rsbench(f"resume='{old}'", "certify.max_images=10")  # as Hydra quotes a value
+    assert quoted.returncode == 0, quoted.stderr
+    assert len(read_rows(old / "certify.tsv")) == 10
+    hint = json.loads((old / "status.json").read_text())["resume"]
+    assert pasted(hint, "certify.max_images=11").returncode == 0
+    assert len(read_rows(old / "certify.tsv")) == 11
 
 
 @pytest.mark.skipif(

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rsbench.errors import ConfigError
+from rsbench.runs.quoting import override, unquote
 
 QUERY_FLAGS = frozenset(
     {"--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc", "--version"}
@@ -58,7 +59,9 @@ def expand_resume(argv: Sequence[str]) -> list[str]:
 
     The run's overrides come from ``<run dir>/.hydra/overrides.yaml`` (and its ``hydra.searchpath`` from
     ``hydra.yaml``); an override given now replaces the stored one with the same key. Whether the result may
-    continue the run (same training settings) is checked by the job, which names any difference.
+    continue the run (same training settings) is checked by the job, which names any difference. The run directory
+    may be written as typed or in Hydra's quotes; ``hydra.run.dir`` gets it quoted where Hydra's grammar needs it
+    (a sweep folder named by an older rsbench holds ``=`` and ``,``).
 
     Raises:
         ConfigError: ``resume`` is combined with ``-m`` or ``hydra.run.dir``, or names no run directory.
@@ -72,12 +75,12 @@ def expand_resume(argv: Sequence[str]) -> list[str]:
         raise ConfigError("resume= continues one run; to continue a sweep, rerun it with the same hydra.sweep.dir")
     if any(override_key(arg) == "hydra.run.dir" for arg in argv):
         raise ConfigError("resume=<run dir> already sets hydra.run.dir; give only one of them")
-    run_dir = Path(requests[0].split("=", 1)[1]).expanduser()
+    run_dir = Path(unquote(requests[0].split("=", 1)[1])).expanduser()
     stored = _stored_overrides(run_dir)
     given = {override_key(arg) for arg in argv} - {None, RESUME}
     kept = [arg for arg in stored if override_key(arg) not in given]
     position = argv.index(requests[0])
-    return [*argv[:position], *kept, *argv[position + 1 :], f"hydra.run.dir={run_dir}"]
+    return [*argv[:position], *kept, *argv[position + 1 :], override("hydra.run.dir", run_dir)]
 
 
 def _stored_overrides(run_dir: Path) -> list[str]:

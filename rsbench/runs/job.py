@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import shutil
 import sys
 from collections.abc import Callable, Sequence
@@ -30,6 +31,7 @@ from rsbench.errors import RunDirectoryBusyError, user_message
 from rsbench.runs.cli import RUN_CONFIG
 from rsbench.runs.lock import LOCK_FILE, RunLock
 from rsbench.runs.prerequisites import PlannedRun, plan_prerequisites
+from rsbench.runs.quoting import override, resume_command
 from rsbench.runs.resume import check_resumable
 from rsbench.runs.run import run
 from rsbench.runs.status import write_status
@@ -50,9 +52,11 @@ def job(cfg: DictConfig) -> float | None:
         try:
             return execute(cfg, output_dir, overrides, keep_failed=multirun, log_file=f"{hydra_cfg.job.name}.log")
         except StopRequested as stop:
-            log.warning("%s. Resume with: python -m rsbench resume=%s", stop, output_dir)
+            log.warning("%s. Resume with: %s", stop, resume_command("rsbench", output_dir))
             if multirun:
-                log.warning("(or rerun the whole sweep with hydra.sweep.dir=%s)", hydra_cfg.sweep.dir)
+                log.warning(
+                    "(or rerun the whole sweep with %s)", shlex.quote(override("hydra.sweep.dir", hydra_cfg.sweep.dir))
+                )
             raise SystemExit(stop.exit_code) from None
         except Exception as error:
             message = user_message(error)

@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from rsbench.certify.settings import CHOICES, KEYS, RESUMABLE
 from rsbench.errors import ResumeMismatchError
 from rsbench.runs.cli import RUN_CONFIG
+from rsbench.runs.quoting import resume_command
 
 STORED_CONFIG = Path(RUN_CONFIG) / "config.yaml"
 TRAINED = (
@@ -100,7 +101,7 @@ def check_resumable(cfg: DictConfig, output_dir: Path, certified: bool) -> None:
         raise ResumeMismatchError(
             f"{output_dir} was {what} with other settings, so this command cannot continue it:\n"
             + "\n".join(differences)
-            + f"\nContinue it with its own settings (python -m rsbench resume={output_dir}, adding only "
+            + f"\nContinue it with its own settings ({resume_command('rsbench', output_dir)}, adding only "
             "certification or logging options), or write to a new directory."
         )
 
