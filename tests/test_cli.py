@@ -150,6 +150,9 @@ def test_bad_requests_end_in_one_line_and_leave_nothing_behind(tmp_path: Path) -
     cases = {  # certify.alpha=2 and the other constructor checks are unwrapped the same way (test_job.py)
         ("certify.n=0",): "certify.n must be an integer >= 1, got 0",
         ("train=false", f"ckpt_path={damaged}"): f"ckpt_path={damaged} cannot be read",
+        ("certify.start=500", "certify.skip=20", "certify.max_images=100"): (  # issue 21: it reported ACR 0
+            "certify.start=500 selects no test image: the mnist_embedded test split has 500 images"
+        ),
     }
     work = tmp_path / "work"
     work.mkdir()

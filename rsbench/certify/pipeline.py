@@ -51,7 +51,7 @@ from rsbench.certify.seeding import derive_seed
 from rsbench.certify.sequential import certify_sequential
 from rsbench.certify.settings import RESUMABLE, CertifySettings
 from rsbench.certify.smooth import Certificate, Smooth, module_device
-from rsbench.certify.subset import indices_digest
+from rsbench.certify.subset import indices_digest, require_images
 from rsbench.certify.summary import format_summary, summarize, write_metrics
 
 log = logging.getLogger(__name__)
@@ -167,7 +167,10 @@ class Certification:
         sigma = protocol.sigma if protocol.sigma is not None else subject.sigma
         if sigma != subject.sigma:
             log.warning("certifying at sigma=%s a model trained at sigma=%s", sigma, subject.sigma)
-        indices = settings.subset.indices(len(images))
+        subset = settings.subset
+        dataset = subject.description.get("dataset")
+        split = f"the {dataset} test split" if dataset else "the test split"
+        indices = require_images(len(images), subset.start, subset.skip, subset.max_images, split)
         meta = {
             **subject.description,
             "seed": protocol.seed,

@@ -11,6 +11,7 @@ from omegaconf import DictConfig
 from rsbench.certify.pipeline import Certification, Subject
 from rsbench.certify.settings import CertifySettings
 from rsbench.errors import ConfigError
+from rsbench.runs.run import check_subset
 
 
 def certify_model(cfg: DictConfig) -> float | None:
@@ -26,6 +27,7 @@ def certify_model(cfg: DictConfig) -> float | None:
     datamodule = instantiate(cfg.dataset)
     datamodule.prepare_data()
     datamodule.setup("test")
+    check_subset(settings, datamodule)
     built: Subject = instantiate(cfg.model)
     device = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     subject = Subject(

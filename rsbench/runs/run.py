@@ -22,6 +22,7 @@ from pytorch_lightning.loggers import Logger, WandbLogger
 from pytorch_lightning.utilities.seed import isolate_rng
 
 from rsbench.certify.settings import CertifySettings
+from rsbench.certify.subset import require_images
 from rsbench.checkpoint import load_checkpoint
 from rsbench.errors import ConfigError
 from rsbench.noise import check_sigma
@@ -54,6 +55,17 @@ def check_config(cfg: DictConfig) -> None:
             f"dataset.batch_size={batch} cannot be cut into method.steps_per_batch={chunks} chunks (one optimizer "
             "step per chunk): raise dataset.batch_size"
         )
+
+
+def check_subset(settings: CertifySettings, datamodule: Any) -> None:
+    """Refuse certification settings that select no test image of ``datamodule`` (the run would report ACR 0).
+
+    Raises:
+        ConfigError: naming the subset and the test split's size.
+    """
+    subset = settings.subset
+    split = f"the {datamodule.name} test split"
+    require_images(len(datamodule.test_dataset), subset.start, subset.skip, subset.max_images, split)
 
 
 def build_loggers(cfg: DictConfig) -> list[Logger]:
@@ -120,6 +132,8 @@ def run(
     loggers = build_loggers(cfg)
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
     datamodule.prepare_data()  # a missing dataset stops here, before anything is written
+    if cfg.test and cfg.certify.enabled:
+        check_subset(CertifySettings.from_config(cfg.certify), datamodule)  # before training, not after it
     log.info("%s", describe_method(cfg, given))
     if on_ready is not None:
         on_ready()
