@@ -32,21 +32,23 @@ def environment(**extra: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path, "RSBENCH_KEEP_ALLOCATOR": "1", "WANDB_MODE": "offline", **extra}
 
 
-def rsbench(*args: str, cwd: Path = ROOT, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """``python -m rsbench <args>``, waited for; stdout and stderr captured as text."""
-    command = [sys.executable, "-m", "rsbench", *args]
+def rsbench(
+    *args: str, cwd: Path = ROOT, timeout: float = 600, module: str = "rsbench"
+) -> subprocess.CompletedProcess[str]:
+    """``python -m <module> <args>``, waited for; stdout and stderr captured as text."""
+    command = [sys.executable, "-m", module, *args]
     return subprocess.run(command, cwd=cwd, env=environment(), capture_output=True, text=True, timeout=timeout)
 
 
-def start(*args: str, log: Path) -> subprocess.Popen[bytes]:
-    """``python -m rsbench <args>`` in the background, its output going to ``log``.
+def start(*args: str, log: Path, module: str = "rsbench") -> subprocess.Popen[bytes]:
+    """``python -m <module> <args>`` in the background, its output going to ``log``.
 
     The child gets Ctrl-C's default disposition back: a test session started in the background by a shell (``&``)
     ignores SIGINT, children inherit that, and a run leaves an ignored signal ignored.
     """
     with log.open("wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "rsbench", *args],
+            [sys.executable, "-m", module, *args],
             cwd=ROOT,
             env=environment(),
             stdout=out,
@@ -110,6 +112,31 @@ def test_queries_import_nothing_heavy(query: list[str]) -> None:
         assert "lbd: 2.0" in result.stdout  # the authors' CAT-RS lambda for CIFAR-10 at sigma 1.0, looked up
 
 
+@pytest.mark.parametrize(
+    ("module", "shown"),
+    [
+        ("rsbench.certify", "resume="),
+    ],
+)
+def test_the_other_commands_help_imports_nothing_heavy(module: str, shown: str, tmp_path: Path) -> None:
+    """Issue 21: their --help took 5 s (torch); the importer's crashed without dataset= and listed no origin."""
+    script = (
+        "import runpy, sys\n"
+        f"sys.argv = [{module!r}, '--help']\n"
+        "try:\n"
+        f"    runpy.run_module({module!r}, run_name='__main__', alter_sys=True)\n"
+        "except SystemExit:\n    pass\n"
+        f"print('HEAVY', sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=environment(), capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert "HEAVY []" in result.stdout
+    assert shown in result.stdout
+    assert "Traceback" not in result.stderr
+
+
 def test_a_run_reexecutes_for_the_allocator_before_importing_torch() -> None:
     script = (
         "import json, os, sys\n"
@@ -165,6 +192,38 @@ def test_bad_requests_end_in_one_line_and_leave_nothing_behind(tmp_path: Path) -
         assert list(work.iterdir()) == []  # no outputs/<dataset>/<method>/... left behind
 
 
+@pytest.mark.parametrize(
+    ("module", "overrides", "message"),
+    [
+        ("rsbench", ["sigma=abc"], "sigma must be a number > 0 (e.g. 0.25, 0.5, 1.0), got 'abc'"),
+        ("rsbench", ["-m", "sigma=0.25,abc"], "sigma must be a number > 0 (e.g. 0.25, 0.5, 1.0), got 'abc'"),
+        ("rsbench", ["trainer.max_epochs=abc"], "trainer.max_epochs must be a whole number of epochs"),
+        (
+            "rsbench",
+            ["method=catr"],
+            "method=catr is not an option of method; did you mean catrs? (the method options:",
+        ),
+        ("rsbench", ["dataset=cifar"], "did you mean cifar10 or cifar100?"),
+        ("rsbench", ["certify=sequentail"], "did you mean sequential?"),
+        ("rsbench", ["sigmaa=0.5"], "there is no key sigmaa in the config; did you mean sigma?"),
+        ("rsbench", ["train=maybe"], "train must be true or false, got 'maybe'"),
+        ("rsbench.certify", ["model=checkpont"], "did you mean checkpoint?"),
+    ],
+)
+def test_a_bad_value_or_name_is_refused_at_once_with_the_allowed_ones(
+    module: str, overrides: list[str], message: str, tmp_path: Path
+) -> None:
+    """Issue 21's papercuts: refused before torch is imported, naming the value, what is allowed and the close names."""
+    started = time.monotonic()
+    result = rsbench(*overrides, cwd=tmp_path, module=module)
+    assert result.returncode == 2
+    lines = error_lines(result)
+    assert len(lines) == 1
+    assert message in lines[0]
+    assert list(tmp_path.iterdir()) == []
+    assert time.monotonic() - started < 30  # (seconds on an idle machine; a run's imports alone take longer)
+
+
 # ---------------------------------------------------------------------------------------------------- stop and resume
 
 
@@ -208,6 +267,44 @@ def test_sigterm_stops_certification_after_a_whole_row_and_a_second_writer_is_re
     assert tsv.read_text().startswith(stopped)  # every earlier row kept as it was
     assert [r.idx for r in read_rows(tsv)] == list(range(more))
     assert json.loads((run_dir / "status.json").read_text())["status"] == "completed"
+
+
+def test_python_m_rsbench_certify_has_the_same_lifecycle(smoke_checkpoint: Path, tmp_path: Path) -> None:
+    """Issue 21: one error line and no stub folder, one writer per folder, a safe stop with its resume hint, resume=."""
+    work = tmp_path / "work"
+    work.mkdir()
+    missing = rsbench("model.path=missing.ckpt", "certify=smoke", cwd=work, module="rsbench.certify")
+    assert missing.returncode == 2
+    assert error_lines(missing) == ["rsbench: error: model: checkpoint missing.ckpt is not a file"]
+    assert list(work.iterdir()) == []  # no outputs/... stub left behind
+
+    run_dir = tmp_path / "certify"
+    command = (f"model.path={smoke_checkpoint}", "certify=smoke", "certify.n=10000", "certify.max_images=500")
+    first = start(*command, f"hydra.run.dir={run_dir}", log=tmp_path / "first.log", module="rsbench.certify")
+    tsv = run_dir / "certify.tsv"
+    wait_until(lambda: tsv.exists() and len(tsv.read_text().splitlines()) > 3, first, "three images were certified")
+    second = rsbench(*command, f"hydra.run.dir={run_dir}", module="rsbench.certify")
+    assert second.returncode == 2
+    assert f"{run_dir} is in use by pid {first.pid}" in error_lines(second)[0]
+
+    first.send_signal(signal.SIGINT)
+    assert first.wait(timeout=120) == 128 + signal.SIGINT
+    assert f"Resume with: python -m rsbench.certify resume={run_dir}" in (tmp_path / "first.log").read_text()
+    status = json.loads((run_dir / "status.json").read_text())
+    assert (status["status"], status["resume"]) == ("interrupted", f"python -m rsbench.certify resume={run_dir}")
+    stopped = tsv.read_text()
+    assert stopped.endswith("\n")
+    more = len(read_rows(tsv)) + 2
+    resumed = rsbench(f"resume={run_dir}", f"certify.max_images={more}", module="rsbench.certify")
+    assert resumed.returncode == 0, resumed.stderr
+    assert tsv.read_text().startswith(stopped)
+    assert [r.idx for r in read_rows(tsv)] == list(range(more))
+    assert json.loads((run_dir / "status.json").read_text())["status"] == "completed"
+    wrong = rsbench(f"resume={run_dir}")
+    assert error_lines(wrong) == [
+        f"rsbench: error: {run_dir} is a run of python -m rsbench.certify, not of python -m rsbench: resume it with "
+        f"python -m rsbench.certify resume={run_dir}"
+    ]
 
 
 def test_sigint_during_training_keeps_the_last_epoch_and_resume_finishes_the_run(tmp_path: Path) -> None:

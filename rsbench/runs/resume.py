@@ -40,6 +40,8 @@ TRAINED = (
     "callbacks",
 )
 CERTIFIED = ("certify", "test_ckpt")
+CERTIFIED_MODEL = ("model", "dataset", "allow_sigma_mismatch")
+"""What a run of ``python -m rsbench.certify`` certifies: a resumed one keeps them (and CERTIFIED, once it has rows)."""
 FREE = (
     "dataset.data_dir",
     "dataset.num_workers",
@@ -71,13 +73,22 @@ def settings(cfg: DictConfig, keys: Iterable[str] = TRAINED, free: Iterable[str]
     return {key: value for key, value in leaves.items() if not any(_under(key, f) for f in skipped) and _counts(key)}
 
 
-def check_resumable(cfg: DictConfig, output_dir: Path, certified: bool) -> None:
+def check_resumable(
+    cfg: DictConfig,
+    output_dir: Path,
+    certified: bool,
+    keys: tuple[str, ...] = TRAINED,
+    module: str = "rsbench",
+) -> None:
     """Refuse to continue the run in ``output_dir`` with settings that change what it trained (or certified).
 
     Args:
         cfg: the requested config.
         output_dir: the run directory; a directory without ``.hydra/config.yaml`` accepts any config.
         certified: whether certification rows exist (then the certification protocol must match too).
+        keys: what made the run (:data:`TRAINED` for ``python -m rsbench``, :data:`CERTIFIED_MODEL` for
+            ``python -m rsbench.certify``).
+        module: the command that continues it, named in the message.
 
     Raises:
         ResumeMismatchError: naming every differing key with the run's value and the requested one.
@@ -87,9 +98,9 @@ def check_resumable(cfg: DictConfig, output_dir: Path, certified: bool) -> None:
         return
     stored = OmegaConf.load(path)
     assert isinstance(stored, DictConfig)
-    keys = (*TRAINED, *CERTIFIED) if certified else TRAINED
-    before = settings(stored, keys)
-    after = settings(cfg, keys)
+    compared = (*keys, *CERTIFIED) if certified else keys
+    before = settings(stored, compared)
+    after = settings(cfg, compared)
     _same_run_checkpoint(before, after, Path(output_dir))
     differences = [
         f"  {key}: the run has {before.get(key, _MISSING)!r}, this command asks for {after.get(key, _MISSING)!r}"
@@ -101,7 +112,7 @@ def check_resumable(cfg: DictConfig, output_dir: Path, certified: bool) -> None:
         raise ResumeMismatchError(
             f"{output_dir} was {what} with other settings, so this command cannot continue it:\n"
             + "\n".join(differences)
-            + f"\nContinue it with its own settings ({resume_command('rsbench', output_dir)}, adding only "
+            + f"\nContinue it with its own settings ({resume_command(module, output_dir)}, adding only "
             "certification or logging options), or write to a new directory."
         )
 
