@@ -116,6 +116,7 @@ def test_queries_import_nothing_heavy(query: list[str]) -> None:
     ("module", "shown"),
     [
         ("rsbench.certify", "resume="),
+        ("rsbench.importer", "origin: cohen | smoothadv | macer | consistency | smoothmix | catrs | ddrs"),
     ],
 )
 def test_the_other_commands_help_imports_nothing_heavy(module: str, shown: str, tmp_path: Path) -> None:
@@ -208,6 +209,8 @@ def test_bad_requests_end_in_one_line_and_leave_nothing_behind(tmp_path: Path) -
         ("rsbench", ["sigmaa=0.5"], "there is no key sigmaa in the config; did you mean sigma?"),
         ("rsbench", ["train=maybe"], "train must be true or false, got 'maybe'"),
         ("rsbench.certify", ["model=checkpont"], "did you mean checkpoint?"),
+        ("rsbench.importer", ["origin=cohn", "path=x", "dataset=cifar10", "sigma=0.25"], "did you mean cohen?"),
+        ("rsbench.importer", ["origin=cohen", "path=x", "sigma=0.25"], "dataset= is required"),
     ],
 )
 def test_a_bad_value_or_name_is_refused_at_once_with_the_allowed_ones(
