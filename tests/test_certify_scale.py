@@ -18,7 +18,8 @@ from rsbench import Smooth
 from rsbench.certify.records import read_rows
 from rsbench.certify.seeding import derive_seed
 from rsbench.certify.sequential import LookSchedule, certify_sequential
-from rsbench.errors import ProtocolMismatchError
+from rsbench.certify.settings import CertifySettings
+from rsbench.errors import ConfigError, ProtocolMismatchError
 from rsbench.runs.run import run
 from tests.helpers import QUIET, ROOT, compose_config
 
@@ -169,6 +170,15 @@ def test_sequential_certificates_hold_with_probability_one_minus_alpha(p_a: floa
         if cert.prediction != Smooth.ABSTAIN and (cert.prediction != int(margin > 0) or cert.radius > abs(margin)):
             failures += 1
     assert binomtest(failures, trials, alpha, alternative="greater").pvalue >= 1e-3, failures / trials
+
+
+def test_an_unreachable_radius_cap_is_refused_naming_the_most_that_can_be_certified() -> None:
+    """Issue 21: radius_cap=1.0 at sigma 0.25 (n = 100,000) drew every sample of every image and said nothing."""
+    with pytest.raises(ConfigError, match=r"radius_cap=1 cannot be reached at sigma=0.25 .* is 0\.936 .*<= 0\.936 "):
+        CertifySettings.from_keys(mode="sequential", radius_cap=1.0).check_reachable(0.25)
+    CertifySettings.from_keys(mode="sequential", radius_cap=0.9).check_reachable(0.25)
+    CertifySettings.from_keys(mode="sequential").check_reachable(0.25)  # null: 3 sigma, a cap of the grid only
+    CertifySettings.from_keys(radius_cap=1.0).check_reachable(0.25)  # the standard mode has no radius cap
 
 
 def certify_checkpoint(checkpoint: Path, output_dir: Path, *overrides: str) -> None:

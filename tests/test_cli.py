@@ -181,6 +181,9 @@ def test_bad_requests_end_in_one_line_and_leave_nothing_behind(tmp_path: Path) -
         ("certify.start=500", "certify.skip=20", "certify.max_images=100"): (  # issue 21: it reported ACR 0
             "certify.start=500 selects no test image: the mnist_embedded test split has 500 images"
         ),
+        ("certify=sequential", "certify.radius_cap=1.0"): (  # issue 21: it drew all n samples of every image
+            "certify.radius_cap=1 cannot be reached at sigma=0.25 with certify.n=100000 and certify.alpha=0.001"
+        ),
     }
     work = tmp_path / "work"
     work.mkdir()

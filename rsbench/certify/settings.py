@@ -15,6 +15,7 @@ field added to a group is a ``certify.<key>`` at once and a mistyped key fails w
 
 from __future__ import annotations
 
+import math
 import types
 import typing
 from collections.abc import Mapping
@@ -245,6 +246,29 @@ class CertifySettings:
         if self.sequential is None:
             return radius_cap(sigma, self.protocol.n, self.protocol.alpha)
         return self.sequential.cap(sigma)
+
+    def check_reachable(self, sigma: float) -> None:
+        """Refuse a sequential ``certify.radius_cap`` that no image can be certified up to at ``sigma``.
+
+        Sampling stops early only once an image is certified up to the cap; the most any image reaches is the radius
+        of n right votes out of n at alpha / (number of looks). A cap beyond it makes every confident image draw all n
+        samples, so the mode saves nothing (the default cap, 3 sigma, is left alone: it only caps the grid).
+
+        Raises:
+            ConfigError: naming the cap, the most that can be certified, and what to choose instead.
+        """
+        if self.sequential is None or self.sequential.radius_cap is None:
+            return
+        looks = len(self.sequential.looks(self.protocol.n).looks())
+        most = radius_cap(sigma, self.protocol.n, self.protocol.alpha / looks)
+        if self.sequential.radius_cap > most:
+            raise ConfigError(
+                f"certify.radius_cap={self.sequential.radius_cap:g} cannot be reached at sigma={sigma:g} with "
+                f"certify.n={self.protocol.n} and certify.alpha={self.protocol.alpha:g}: the most sequential CERTIFY "
+                f"can certify there is {most:.3f} (all {self.protocol.n} votes right, alpha split over {looks} looks), "
+                f"so every image would draw all n samples and nothing would be saved; choose certify.radius_cap <= "
+                f"{math.floor(most * 1000) / 1000:g} (or null: 3 sigma, {3 * sigma:g})"
+            )
 
     @classmethod
     def from_keys(cls, mode: Mode = "standard", sigma_mode: SigmaMode = "fixed", **keys: Any) -> CertifySettings:

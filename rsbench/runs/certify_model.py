@@ -16,7 +16,7 @@ from omegaconf import DictConfig
 from rsbench.certify.pipeline import Certification, Subject
 from rsbench.certify.settings import CertifySettings
 from rsbench.errors import ConfigError
-from rsbench.runs.run import check_subset
+from rsbench.runs.run import check_certification
 from rsbench.stop import raise_if_stop_requested, stop_requested
 
 
@@ -41,8 +41,8 @@ def certify_model(cfg: DictConfig, on_ready: Callable[[], None] | None = None) -
     datamodule = instantiate(cfg.dataset)
     datamodule.prepare_data()
     datamodule.setup("test")
-    check_subset(settings, datamodule)
     built: Subject = instantiate(cfg.model)
+    check_certification(settings, datamodule, built.sigma)
     device = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     subject = Subject(
         built.classifier.to(device),

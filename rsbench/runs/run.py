@@ -57,12 +57,21 @@ def check_config(cfg: DictConfig) -> None:
         )
 
 
-def check_subset(settings: CertifySettings, datamodule: Any) -> None:
-    """Refuse certification settings that select no test image of ``datamodule`` (the run would report ACR 0).
+def check_certification(settings: CertifySettings, datamodule: Any, sigma: float) -> None:
+    """Refuse certification settings that cannot give a result, before anything is trained or written.
+
+    A subset that selects no test image of ``datamodule`` (the run would report ACR 0 as a result); a sequential
+    radius cap that cannot be reached at ``sigma`` (:meth:`~rsbench.certify.settings.CertifySettings.check_reachable`).
+
+    Args:
+        settings: the certification settings.
+        datamodule: the dataset whose test split is certified.
+        sigma: the sigma the model is certified at (``certify.sigma``, else the model's).
 
     Raises:
-        ConfigError: naming the subset and the test split's size.
+        ConfigError: naming the setting, the test split's size or the most that can be certified.
     """
+    settings.check_reachable(settings.protocol.sigma if settings.protocol.sigma is not None else sigma)
     subset = settings.subset
     split = f"the {datamodule.name} test split"
     require_images(len(datamodule.test_dataset), subset.start, subset.skip, subset.max_images, split)
@@ -133,7 +142,7 @@ def run(
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
     datamodule.prepare_data()  # a missing dataset stops here, before anything is written
     if cfg.test and cfg.certify.enabled:
-        check_subset(CertifySettings.from_config(cfg.certify), datamodule)  # before training, not after it
+        check_certification(CertifySettings.from_config(cfg.certify), datamodule, cfg.sigma)  # before training
     log.info("%s", describe_method(cfg, given))
     if on_ready is not None:
         on_ready()
