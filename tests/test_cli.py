@@ -442,7 +442,7 @@ def test_an_optuna_search_goes_on_after_a_failed_trial(tmp_path: Path) -> None:
 def test_catrs_without_a_teacher_trains_the_gaussian_teacher_first_then_reuses_it(tmp_path: Path, caplog) -> None:
     teachers = tmp_path / "teachers"
     overrides = (
-        *("method=catrs", "experiment=smoke", "dataset.batch_size=32", "method.teacher_num_samples=16"),
+        *("method=catrs", "experiment=smoke", "dataset.batch_size=32"),  # the smoke run's teacher votes N = 16
         f"teacher_dir={teachers}",
     )
     result = rsbench(*overrides, "logger=none", "certify.max_images=2", f"hydra.run.dir={tmp_path / 'run'}")

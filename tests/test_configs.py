@@ -111,6 +111,15 @@ def test_every_experiment_preset_composes(make_cfg, experiment: str) -> None:
     OmegaConf.to_container(cfg, resolve=True)
 
 
+def test_the_catrs_smoke_run_labels_with_a_cheap_teacher(make_cfg) -> None:
+    """Issue 21: experiment=smoke method=catrs spent an hour on the teacher's votes at the authors' N = 10,000."""
+    assert make_cfg("experiment=smoke", "method=catrs", "sigma=0.5").method.teacher_num_samples == 16
+    assert make_cfg("method=catrs", "sigma=0.5").method.teacher_num_samples == 10_000  # a real run: the authors' N
+    given = make_cfg("experiment=smoke", "method=catrs", "method.teacher_num_samples=100")
+    assert given.method.teacher_num_samples == 100  # the command line wins
+    OmegaConf.to_container(make_cfg("experiment=smoke", "method=gaussian"), resolve=True)  # no such file: nothing
+
+
 @pytest.mark.parametrize("sigma", ["0.12", "0.25", "0.5", "1.0"])
 def test_sigma_is_a_top_level_float_written_as_is(make_cfg, sigma: str) -> None:
     cfg = make_cfg("method=gaussian", "dataset=cifar10", f"sigma={sigma}")

@@ -38,6 +38,7 @@ from rsbench.stop import raise_if_stop_requested, stop_requested
 log = logging.getLogger(__name__)
 
 SAVE_EVERY_SECONDS = 60.0
+LOG_EVERY_SECONDS = 60.0  # a progress line in the log (a pipe, nohup or SLURM shows no progress bar)
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,7 @@ def vote_histograms(
     device = next(iter(teacher.parameters())).device
     last_save = time.monotonic()
     progress = tqdm(total=total, initial=done, desc="CAT-RS teacher votes", unit="img", mininterval=1.0)
+    started, last_log = time.monotonic(), time.monotonic()
     together = max(1, batch_size // num_samples)  # small N: several images per forward pass, each its own noise
     for first in range(done, total, together):
         indices = range(first, min(first + together, total))
@@ -134,6 +136,17 @@ def vote_histograms(
         counts = smooth.sample_counts_batch(xs, num_samples, batch_size, generators)
         table[first : indices.stop] = torch.as_tensor(counts, dtype=torch.float32) / num_samples
         progress.update(len(indices))
+        now = time.monotonic()
+        if now - last_log > LOG_EVERY_SECONDS and indices.stop < total:
+            rate = (indices.stop - done) / (now - started)
+            log.info(
+                "CAT-RS teacher votes: %d of %d images (%.1f images/s, about %s left)",
+                indices.stop,
+                total,
+                rate,
+                _duration((total - indices.stop) / rate),
+            )
+            last_log = now
         stopping = stop_requested() is not None  # a stop signal: save the rows so far, then stop (rsbench.stop)
         if checkpoint is not None and (stopping or time.monotonic() - last_save > SAVE_EVERY_SECONDS):
             _save_atomic({"soft_labels": table}, checkpoint)
@@ -141,6 +154,15 @@ def vote_histograms(
         raise_if_stop_requested()
     progress.close()
     return table
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` as ``42 s``, ``7 min`` or ``2.5 h``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def cache_path(cache_dir: Path, key: TeacherKey) -> Path:
@@ -174,7 +196,15 @@ def teacher_soft_labels(
             log.info("CAT-RS teacher soft labels: cache hit %s", path)
             return stored["soft_labels"]
         log.warning("CAT-RS teacher soft labels: %s was made for another key; recomputing", path)
-    log.info("CAT-RS teacher soft labels: cache miss, computing %s (N=%d per image)", path, key.num_samples)
+    log.info(
+        "CAT-RS teacher soft labels: cache miss, computing %s: N=%d votes for each of %d training images (%.1f million "
+        "noisy forward passes; at the authors' N=10,000 a LeNet takes about 2 s per image on 2 busy CPU cores, a GPU "
+        "a fraction of that; method.teacher_num_samples sets N, experiment=smoke uses 16)",
+        path,
+        key.num_samples,
+        key.num_images,
+        key.num_samples * key.num_images / 1e6,
+    )
     partial_path = path.with_suffix(".partial.pt")
     partial = None
     if partial_path.is_file():
