@@ -354,6 +354,19 @@ def test_sigint_during_training_keeps_the_last_epoch_and_resume_finishes_the_run
     assert {row["epoch"] for row in after if row["train/loss_epoch"]} == {"0", "1", "2", "3", "4"}  # every epoch
     kept = {(row["epoch"], row["step"], row.get("train/loss_step", "")) for row in before}
     assert kept <= {(row["epoch"], row["step"], row.get("train/loss_step", "")) for row in after}  # appended to
+    steps = [(row["epoch"], row["step"]) for row in after if row.get("train/loss_step")]
+    assert len(steps) == len(set(steps))  # issue 21: the cut epoch's rows were kept, then logged again
+
+    # Issue 21: the resumed run ends with the model an uninterrupted one makes, bit for bit.
+    reference = tmp_path / "uninterrupted"
+    uninterrupted = rsbench(*command[:-1], f"hydra.run.dir={reference}")
+    assert uninterrupted.returncode == 0, uninterrupted.stderr
+    ours, theirs = (torch.load(d / "checkpoints" / "last.ckpt", weights_only=False) for d in (run_dir, reference))
+    assert ours["state_dict"].keys() == theirs["state_dict"].keys()
+    assert all(torch.equal(ours["state_dict"][k], theirs["state_dict"][k]) for k in ours["state_dict"])
+    with (reference / "logs" / "metrics.csv").open() as file:
+        expected = {(r["epoch"], r["step"], r["train/loss_step"]) for r in csv.DictReader(file) if r["train/loss_step"]}
+    assert {(r["epoch"], r["step"], r["train/loss_step"]) for r in after if r["train/loss_step"]} == expected
 
 
 # ---------------------------------------------------------------------------------------------------- sweeps

@@ -27,7 +27,8 @@ from rsbench.checkpoint import load_checkpoint
 from rsbench.errors import ConfigError
 from rsbench.noise import check_sigma
 from rsbench.runs.certify_callback import CertifyCallback
-from rsbench.runs.loggers import wandb_run_id
+from rsbench.runs.epoch_seed import EpochSeed
+from rsbench.runs.loggers import CSVLogger, wandb_run_id
 from rsbench.runs.prerequisites import check_given
 from rsbench.stop import raise_if_stop_requested
 
@@ -107,7 +108,8 @@ def build_callbacks(cfg: DictConfig) -> list[pl.Callback]:
         protocol = OmegaConf.select(cfg, "protocol_name", default=None)
         certify.append(CertifyCallback(settings, cfg.output_dir, protocol))
     nodes: Mapping[str, Any] = (cfg.get("callbacks") or {}) if cfg.train else {}
-    return [*certify, *(instantiate(node) for node in nodes.values() if node)]
+    seeding = [EpochSeed(cfg.seed)] if cfg.train else []  # a resumed run trains exactly as an uninterrupted one
+    return [*certify, *seeding, *(instantiate(node) for node in nodes.values() if node)]
 
 
 def run(
@@ -149,6 +151,10 @@ def run(
     if before_training is not None and start.train:
         with isolate_rng():  # training what the method needs now, or reusing it, leaves this run's random state
             before_training()
+    if start.resumed_after is not None:
+        for logger in loggers:
+            if isinstance(logger, CSVLogger):  # the rows of the epoch that was cut short are logged again
+                logger.keep_epochs_through(start.resumed_after)
     hyperparameters = OmegaConf.to_container(cfg, resolve=True)
     for logger in loggers:
         logger.log_hyperparams(hyperparameters)  # type: ignore[arg-type]
@@ -174,6 +180,7 @@ class Start:
 
     Attributes:
         train: whether to (continue to) train.
+        resumed_after: the last complete epoch of the run's own ``last.ckpt`` that training continues after.
         fit_ckpt: the checkpoint training continues from (``None``: from scratch; ``"last"``: this run's own
             ``last.ckpt``, which Lightning finds through the run's checkpoint callbacks).
         test_ckpt: without training, the checkpoint to test and certify (``None``: the weights in memory).
@@ -182,6 +189,7 @@ class Start:
     train: bool
     fit_ckpt: str | None = None
     test_ckpt: str | None = None
+    resumed_after: int | None = None
 
 
 def _starting_point(
@@ -207,7 +215,8 @@ def _starting_point(
     epoch = int(state.get("epoch", -1)) + 1
     if not finished_training(state, max_epochs):
         log.info("continuing training at epoch %d of %s from %s", epoch + 1, max_epochs, last)
-        return Start(train=True, fit_ckpt="last")  # Lightning restores it: the newest last*.ckpt of the callbacks
+        # Lightning restores it: the newest last*.ckpt of the callbacks
+        return Start(train=True, fit_ckpt="last", resumed_after=epoch - 1)
     log.info("training finished earlier (%d epochs, %s): going straight to testing and certification", epoch, last)
     test_ckpt = checkpoint_file(callbacks, cfg.test_ckpt)
     if test_ckpt is None or not test_ckpt.is_file():
