@@ -33,11 +33,11 @@ def environment(**extra: str) -> dict[str, str]:
 
 
 def rsbench(
-    *args: str, cwd: Path = ROOT, timeout: float = 600, module: str = "rsbench"
+    *args: str, cwd: Path = ROOT, timeout: float = 600, module: str = "rsbench", **env: str
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m <module> <args>``, waited for; stdout and stderr captured as text."""
+    """``python -m <module> <args>``, waited for; stdout and stderr captured as text (``env``: more variables)."""
     command = [sys.executable, "-m", module, *args]
-    return subprocess.run(command, cwd=cwd, env=environment(), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(command, cwd=cwd, env=environment(**env), capture_output=True, text=True, timeout=timeout)
 
 
 def start(*args: str, log: Path, module: str = "rsbench") -> subprocess.Popen[bytes]:
@@ -367,6 +367,23 @@ def test_sigint_during_training_keeps_the_last_epoch_and_resume_finishes_the_run
     with (reference / "logs" / "metrics.csv").open() as file:
         expected = {(r["epoch"], r["step"], r["train/loss_step"]) for r in csv.DictReader(file) if r["train/loss_step"]}
     assert {(r["epoch"], r["step"], r["train/loss_step"]) for r in after if r["train/loss_step"]} == expected
+
+
+def test_progress_reaches_a_log_file_as_lines(tmp_path: Path) -> None:
+    """Issue 21: under a pipe, nohup or SLURM training printed nothing for minutes, certification one long line."""
+    run_dir = tmp_path / "run"
+    result = rsbench("experiment=smoke", "logger=none", f"hydra.run.dir={run_dir}", RSBENCH_PROGRESS_SECONDS="0")
+    assert result.returncode == 0, result.stderr
+    output = result.stdout + result.stderr
+    assert "\r" not in output  # no bar redrawn in place
+    assert "it/s" not in output  # neither Lightning's training bar nor its test bar
+    assert "Epoch 0" not in output
+    log = (run_dir / "__main__.log").read_text()
+    assert "epoch 1/1, batch 1/4: train/loss " in log
+    assert "images/s, about " in log  # the pace and the time left
+    assert "epoch 1/1 done in " in log
+    assert "certifying (certify): 1 of 8 images (" in log
+    assert "certifying (certify): 8 of 8 images (" in log
 
 
 # ---------------------------------------------------------------------------------------------------- sweeps

@@ -30,12 +30,12 @@ from typing import Any, Protocol
 
 import torch
 from torch import Tensor, nn
-from tqdm.auto import tqdm
 
 from rsbench.archs.classifier import weights_fingerprint
 from rsbench.certify.data_dependent import MEMORY_NOTE, UNSOUND_NOTE, certify_data_dependent, memory_replay
 from rsbench.certify.environment import environment
 from rsbench.certify.plot import Curve, plot_certified_accuracy
+from rsbench.certify.progress import progress as progress_counter
 from rsbench.certify.records import (
     STEM,
     CertificationRow,
@@ -321,7 +321,7 @@ class Certification:
             log.info("resuming certification: %d of %d images already certified", len(done), len(share))
         together = self.settings.speed.images_together(self.settings.protocol)
         seed = self.settings.protocol.seed
-        progress = tqdm(total=len(share), initial=len(done), desc=stem, unit="img", mininterval=1.0)
+        progress = progress_counter(len(share), f"certifying ({stem})", "images", initial=len(done))
         try:
             with RecordWriter(record) as writer:
                 for first in range(0, len(todo), together):

@@ -27,9 +27,9 @@ from typing import Any
 import torch
 from torch import Tensor
 from torch.utils.data import Dataset
-from tqdm.auto import tqdm
 
 from rsbench.archs.classifier import Classifier, weights_fingerprint
+from rsbench.certify.progress import progress
 from rsbench.certify.seeding import make_generator
 from rsbench.certify.smooth import Smooth
 from rsbench.checkpoint import read_classifier
@@ -38,7 +38,6 @@ from rsbench.stop import raise_if_stop_requested, stop_requested
 log = logging.getLogger(__name__)
 
 SAVE_EVERY_SECONDS = 60.0
-LOG_EVERY_SECONDS = 60.0  # a progress line in the log (a pipe, nohup or SLURM shows no progress bar)
 
 
 @dataclass(frozen=True)
@@ -126,8 +125,7 @@ def vote_histograms(
     smooth = Smooth(teacher, num_classes, sigma)
     device = next(iter(teacher.parameters())).device
     last_save = time.monotonic()
-    progress = tqdm(total=total, initial=done, desc="CAT-RS teacher votes", unit="img", mininterval=1.0)
-    started, last_log = time.monotonic(), time.monotonic()
+    counter = progress(total, "CAT-RS teacher votes", "images", initial=done)  # lines with the time left in a log
     together = max(1, batch_size // num_samples)  # small N: several images per forward pass, each its own noise
     for first in range(done, total, together):
         indices = range(first, min(first + together, total))
@@ -135,34 +133,14 @@ def vote_histograms(
         generators = [make_generator(device, seed, index) for index in indices]
         counts = smooth.sample_counts_batch(xs, num_samples, batch_size, generators)
         table[first : indices.stop] = torch.as_tensor(counts, dtype=torch.float32) / num_samples
-        progress.update(len(indices))
-        now = time.monotonic()
-        if now - last_log > LOG_EVERY_SECONDS and indices.stop < total:
-            rate = (indices.stop - done) / (now - started)
-            log.info(
-                "CAT-RS teacher votes: %d of %d images (%.1f images/s, about %s left)",
-                indices.stop,
-                total,
-                rate,
-                _duration((total - indices.stop) / rate),
-            )
-            last_log = now
+        counter.update(len(indices))
         stopping = stop_requested() is not None  # a stop signal: save the rows so far, then stop (rsbench.stop)
         if checkpoint is not None and (stopping or time.monotonic() - last_save > SAVE_EVERY_SECONDS):
             _save_atomic({"soft_labels": table}, checkpoint)
             last_save = time.monotonic()
         raise_if_stop_requested()
-    progress.close()
+    counter.close()
     return table
-
-
-def _duration(seconds: float) -> str:
-    """``seconds`` as ``42 s``, ``7 min`` or ``2.5 h``."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def cache_path(cache_dir: Path, key: TeacherKey) -> Path:

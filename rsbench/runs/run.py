@@ -21,6 +21,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.loggers import Logger, WandbLogger
 from pytorch_lightning.utilities.seed import isolate_rng
 
+from rsbench.certify.progress import interactive
 from rsbench.certify.settings import CertifySettings
 from rsbench.certify.subset import require_images
 from rsbench.checkpoint import load_checkpoint
@@ -30,6 +31,7 @@ from rsbench.runs.certify_callback import CertifyCallback
 from rsbench.runs.epoch_seed import EpochSeed
 from rsbench.runs.loggers import CSVLogger, wandb_run_id
 from rsbench.runs.prerequisites import check_given
+from rsbench.runs.progress_lines import TrainingProgress
 from rsbench.stop import raise_if_stop_requested
 
 log = logging.getLogger(__name__)
@@ -141,7 +143,12 @@ def run(
     callbacks = build_callbacks(cfg)
     start = _starting_point(cfg, module, callbacks, cfg.trainer.get("max_epochs"))
     loggers = build_loggers(cfg)
-    trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    bar: dict[str, bool] = {}
+    if cfg.trainer.get("enable_progress_bar", True) and not interactive():  # a pipe, nohup or SLURM: no bar
+        bar = {"enable_progress_bar": False}
+        if cfg.train:
+            callbacks.append(TrainingProgress())  # lines at an interval instead
+    trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, **bar)
     datamodule.prepare_data()  # a missing dataset stops here, before anything is written
     if cfg.test and cfg.certify.enabled:
         check_certification(CertifySettings.from_config(cfg.certify), datamodule, cfg.sigma)  # before training
