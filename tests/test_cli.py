@@ -384,6 +384,8 @@ def test_progress_reaches_a_log_file_as_lines(tmp_path: Path) -> None:
     assert "epoch 1/1 done in " in log
     assert "certifying (certify): 1 of 8 images (" in log
     assert "certifying (certify): 8 of 8 images (" in log
+    assert "test split: acc_clean " in log  # one line, not Lightning's table after rsbench's summary
+    assert "test/acc_clean" not in output
 
 
 # ---------------------------------------------------------------------------------------------------- sweeps

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from hydra.errors import ConfigCompositionException
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
@@ -258,6 +259,17 @@ def test_every_certify_setting_is_a_schema_field_and_a_key_of_the_default_yaml(m
     names = {f.name for f in fields(CertifyConfig)}
     assert names == {*KEYS, *CHOICES, *SWITCHES}
     assert set(make_cfg().certify) == names  # conf/certify/default.yaml sets each one (and nothing else)
+
+
+def test_a_gpu_trainer_on_a_machine_without_one_says_so(make_cfg, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 21: trainer=gpu on a CPU machine ended in Lightning's ``No supported gpu backend found!``."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(
+        ConfigError,
+        match=r"trainer.accelerator=gpu \(trainer=gpu\) needs a GPU, and this machine has none.*trainer=cpu",
+    ):
+        check_config(make_cfg("trainer=gpu"))
+    check_config(make_cfg("trainer=default"))  # accelerator auto: the CPU here
 
 
 def test_train_false_needs_a_checkpoint(make_cfg) -> None:

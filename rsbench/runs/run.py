@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
+import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
@@ -52,6 +53,7 @@ def check_config(cfg: DictConfig) -> None:
     if not cfg.train and not cfg.test:
         raise ConfigError("train=false and test=false leave nothing to do")
     check_given(cfg)  # checkpoints the config gives for what the method needs before it trains
+    check_accelerator(str(cfg.trainer.get("accelerator", "auto")))
     chunks, batch = cfg.method.get("steps_per_batch", 1), cfg.dataset.batch_size
     if isinstance(chunks, int) and isinstance(batch, int) and batch < chunks:
         raise ConfigError(
@@ -78,6 +80,21 @@ def check_certification(settings: CertifySettings, datamodule: Any, sigma: float
     subset = settings.subset
     split = f"the {datamodule.name} test split"
     require_images(len(datamodule.test_dataset), subset.start, subset.skip, subset.max_images, split)
+
+
+def check_accelerator(accelerator: str) -> None:
+    """Refuse a GPU accelerator on a machine where torch sees no GPU (Lightning says ``No supported gpu backend``).
+
+    Raises:
+        ConfigError: naming the accelerator, why there is no GPU, and what to use instead.
+    """
+    if accelerator not in ("gpu", "cuda") or torch.cuda.is_available():
+        return
+    why = "this torch was built without CUDA" if torch.version.cuda is None else "torch finds no CUDA device"
+    raise ConfigError(
+        f"trainer.accelerator={accelerator} (trainer=gpu) needs a GPU, and this machine has none ({why}): use "
+        "trainer=default (a GPU when there is one, else the CPU) or trainer=cpu"
+    )
 
 
 def build_loggers(cfg: DictConfig) -> list[Logger]:
@@ -172,7 +189,15 @@ def run(
             test_ckpt = _trained_checkpoint(trainer, cfg.test_ckpt)
         if cfg.test:
             log.info("testing and certifying %s", test_ckpt or cfg.ckpt_path or "the final weights")
-            _stoppable(trainer.test, module, datamodule=datamodule, ckpt_path=test_ckpt, weights_only=True)
+            # Lightning's own table of the test metrics would follow rsbench's summary: one line instead
+            _stoppable(
+                trainer.test, module, datamodule=datamodule, ckpt_path=test_ckpt, weights_only=True, verbose=False
+            )
+            tested = {k: float(v) for k, v in trainer.callback_metrics.items() if str(k).startswith("test/")}
+            if tested:
+                log.info(
+                    "test split: %s", ", ".join(f"{k.removeprefix('test/')} {v:.4g}" for k, v in sorted(tested.items()))
+                )
         value = trainer.callback_metrics.get(cfg.optimized_metric)
         return float(value) if value is not None else None
     finally:
