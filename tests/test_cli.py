@@ -110,6 +110,8 @@ def test_queries_import_nothing_heavy(query: list[str]) -> None:
         assert "hparams_search: consistency_acr" in result.stdout
     else:
         assert "lbd: 2.0" in result.stdout  # the authors' CAT-RS lambda for CIFAR-10 at sigma 1.0, looked up
+        assert "None/checkpoints" not in result.stdout  # issue 21: where the run would write, not None
+        assert "dirpath: outputs/cifar10/catrs/sigma_1.0/" in result.stdout
 
 
 @pytest.mark.parametrize(

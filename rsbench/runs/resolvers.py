@@ -72,6 +72,8 @@ def register_resolvers() -> None:
     OmegaConf.register_new_resolver("rs.lookup", lookup, replace=True)
     # Run names from the task overrides (rsbench/runs/naming.py): sweep folders, W&B names, groups and tags.
     OmegaConf.register_new_resolver("rs.job_dir", job_dir, replace=True)
+    # ${rs.first:a,b}: a, or b when a is null (output_dir under --cfg job, before Hydra has made the run directory)
+    OmegaConf.register_new_resolver("rs.first", first_set, replace=True)
     for name, function in (
         ("rs.run_name", naming.run_name),
         ("rs.group_name", naming.group_name),
@@ -88,6 +90,15 @@ def job_dir(num: Any, overrides: Any, _root_: Any = None) -> str:
     """
     sweep_dir = OmegaConf.select(_root_, "hydra.sweep.dir", default=None) if _root_ is not None else None
     return naming.job_dirname(int(num), [str(o) for o in overrides], sweep_dir)
+
+
+def first_set(*values: Any) -> Any:
+    """The first value that is not ``None`` (``None`` if all are).
+
+    >>> first_set(None, "outputs/run")
+    'outputs/run'
+    """
+    return next((value for value in values if value is not None), None)
 
 
 def _with_override_list(function: Callable[..., Any]) -> Callable[..., Any]:
