@@ -74,6 +74,7 @@ def register_resolvers() -> None:
     OmegaConf.register_new_resolver("rs.job_dir", job_dir, replace=True)
     # ${rs.first:a,b}: a, or b when a is null (output_dir under --cfg job, before Hydra has made the run directory)
     OmegaConf.register_new_resolver("rs.first", first_set, replace=True)
+    OmegaConf.register_new_resolver("rs.teacher_dir", teacher_dir, replace=True)
     for name, function in (
         ("rs.run_name", naming.run_name),
         ("rs.group_name", naming.group_name),
@@ -99,6 +100,15 @@ def first_set(*values: Any) -> Any:
     'outputs/run'
     """
     return next((value for value in values if value is not None), None)
+
+
+def teacher_dir(mode: Any, sweep_dir: Any) -> str:
+    """Where the runs a method needs first go: ``<sweep dir>/teachers`` in a sweep, else ``outputs/teachers``.
+
+    >>> teacher_dir("RunMode.MULTIRUN", "multirun/x"), teacher_dir("RunMode.RUN", "multirun/x")
+    ('multirun/x/teachers', 'outputs/teachers')
+    """
+    return f"{sweep_dir}/teachers" if str(mode).upper().endswith("MULTIRUN") else "outputs/teachers"
 
 
 def _with_override_list(function: Callable[..., Any]) -> Callable[..., Any]:
