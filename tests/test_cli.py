@@ -427,9 +427,7 @@ def test_a_sweep_jobs_folder_resumes_with_the_command_rsbench_printed(tmp_path: 
 
     resumed = pasted(hint, "certify.max_images=9")
     assert resumed.returncode == 0, resumed.stderr
-    assert len(read_rows(job / "certify.tsv")) == 9
-    ckpt = rsbench("train=false", f"ckpt_path={job}/checkpoints/last.ckpt", *overrides, f"hydra.run.dir={tmp_path}/c")
-    assert ckpt.returncode == 0, ckpt.stderr
+    assert len(read_rows(job / "certify.tsv")) == 9  # (ckpt_path=<job>/checkpoints/...: test_naming's grammar check)
 
     old = sweep / "1_certify.alpha=0.01,experiment=smoke"  # a folder named by an older rsbench
     job.rename(old)
