@@ -12,8 +12,10 @@ from pathlib import Path
 import pandas as pd
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf
 
 from rsbench.runs.naming import MAX_DIRNAME, job_dirname, legacy_job_dirname
+from rsbench.runs.resolvers import register_resolvers
 from tests.helpers import ROOT, compose_config
 
 
@@ -66,6 +68,14 @@ def test_a_sweep_started_with_the_older_names_continues_in_its_folders(tmp_path:
     (tmp_path / legacy).mkdir()
     assert job_dirname(1, ["seed=1", "method=consistency"], tmp_path) == legacy  # the job keeps its folder
     assert job_dirname(0, ["seed=0", "method=consistency"], tmp_path) == "0_method-consistency_seed-0"
+    register_resolvers()  # hydra.sweep.subdir's resolver finds the sweep folder in the config it resolves
+    cfg = OmegaConf.create(
+        {
+            "hydra": {"sweep": {"dir": str(tmp_path), "subdir": "${rs.job_dir:1,${task}}"}},
+            "task": ["seed=1", "method=consistency"],
+        }
+    )
+    assert cfg.hydra.sweep.subdir == legacy
 
 
 def test_a_seed_sweep_is_reported_with_its_seeds_and_as_a_wandb_table(tmp_path: Path) -> None:
