@@ -20,7 +20,7 @@ from rsbench.certify.records import read_rows
 from rsbench.errors import CheckpointMismatchError, ConfigError
 from rsbench.importer import DatasetFacts, import_checkpoint, save_imported
 from rsbench.loading import file_digest
-from rsbench.models.builders import checkpoint, torchvision_model
+from rsbench.models.builders import checkpoint, exported, torchvision_model
 from rsbench.models.ensemble import Ensemble
 from rsbench.runs.certify_model import certify_model
 from rsbench.runs.run import run
@@ -88,6 +88,13 @@ def test_an_archive(kind: str, smoke_run: Path, lenet_weights: Path, tmp_path: P
     assert [r.idx for r in ours] == [r.idx for r in theirs]
     # A compiled graph may fuse operations and round differently on a few noisy samples: counts within 2% of n.
     assert all(abs(a.count - b.count) <= 0.02 * a.n for a, b in zip(ours, theirs, strict=True))
+
+
+def test_an_archive_with_a_fixed_batch_size_is_refused_saying_how_to_export_it(tmp_path: Path) -> None:
+    """Issue 21: it failed mid-certification with a 60-line traceback."""
+    torch.export.save(torch.export.export(LeNet().eval(), (torch.rand(2, 1, 28, 28),)), tmp_path / "fixed.pt2")
+    with pytest.raises(ConfigError, match=r"fixed batch size of 2 \(input \[2, 1, 28, 28\]\).*Dim\(\"batch\"\)"):
+        exported(str(tmp_path / "fixed.pt2"), {"kind": "identity"}, 0.25, 10)
 
 
 def test_a_model_without_its_input_layer_stated_is_refused(lenet_weights: Path, tmp_path: Path) -> None:

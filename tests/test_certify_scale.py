@@ -19,8 +19,8 @@ from rsbench.certify.designs import run_design
 from rsbench.certify.records import read_rows
 from rsbench.certify.seeding import derive_seed
 from rsbench.certify.sequential import LookSchedule, certify_group, certify_sequential
-from rsbench.certify.settings import Protocol, SequentialSchedule
-from rsbench.errors import ProtocolMismatchError
+from rsbench.certify.settings import CertifySettings, Protocol, SequentialSchedule
+from rsbench.errors import ConfigError, ProtocolMismatchError
 from rsbench.runs.run import run
 from tests.helpers import QUIET, ROOT, compose_config
 
@@ -238,6 +238,20 @@ def test_an_image_gets_the_same_certificate_alone_or_in_a_group() -> None:
     ]
 
 
+def test_an_unreachable_radius_cap_is_refused_naming_the_most_that_can_be_certified() -> None:
+    """Issue 21: radius_cap=1.0 at sigma 0.25 (n = 100,000) drew every sample of every image and said nothing."""
+    looks = r"radius_cap=1 cannot be reached at sigma=0.25 .*\(design=looks\) .* is 0\.936 .*<= 0\.936 "
+    with pytest.raises(ConfigError, match=looks):
+        CertifySettings.from_keys(mode="sequential", design="looks", radius_cap=1.0).check_reachable(0.25)
+    with pytest.raises(ConfigError, match=r"radius_cap=1 cannot be reached .*\(design=betting\) .* is 0\.94"):
+        CertifySettings.from_keys(mode="sequential", radius_cap=1.0).check_reachable(0.25)
+    with pytest.raises(ConfigError, match=r"certify\.radius_target=1\.2 cannot be reached"):
+        CertifySettings.from_keys(mode="sequential", radius_target=1.2).check_reachable(0.25)
+    CertifySettings.from_keys(mode="sequential", radius_cap=0.9).check_reachable(0.25)
+    CertifySettings.from_keys(mode="sequential").check_reachable(0.25)  # null: the largest reachable grid radius
+    CertifySettings.from_keys(radius_cap=1.0).check_reachable(0.25)  # the standard mode has no radius cap
+
+
 def certify_checkpoint(checkpoint: Path, output_dir: Path, *overrides: str) -> None:
     run(
         compose_config(
@@ -270,8 +284,8 @@ def test_sequential_mode_end_to_end(smoke_checkpoint: Path, tmp_path: Path) -> N
 
 
 def test_sequential_default_design_end_to_end(smoke_checkpoint: Path, tmp_path: Path) -> None:
-    """certify=sequential runs the betting design; metrics and protocol record it; an unreachable cap is lowered."""
-    certify_checkpoint(smoke_checkpoint, tmp_path, "certify=sequential", "certify.n=2000", "certify.radius_cap=1.0")
+    """certify=sequential runs the betting design; metrics and protocol record it; the default cap is reachable."""
+    certify_checkpoint(smoke_checkpoint, tmp_path, "certify=sequential", "certify.n=2000")
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     protocol = json.loads((tmp_path / "certify_protocol.json").read_text())
     rows = read_rows(tmp_path / "certify.tsv")

@@ -6,6 +6,7 @@ import csv
 import importlib.util
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -31,21 +32,23 @@ def environment(**extra: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path, "RSBENCH_KEEP_ALLOCATOR": "1", "WANDB_MODE": "offline", **extra}
 
 
-def rsbench(*args: str, cwd: Path = ROOT, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """``python -m rsbench <args>``, waited for; stdout and stderr captured as text."""
-    command = [sys.executable, "-m", "rsbench", *args]
-    return subprocess.run(command, cwd=cwd, env=environment(), capture_output=True, text=True, timeout=timeout)
+def rsbench(
+    *args: str, cwd: Path = ROOT, timeout: float = 600, module: str = "rsbench", **env: str
+) -> subprocess.CompletedProcess[str]:
+    """``python -m <module> <args>``, waited for; stdout and stderr captured as text (``env``: more variables)."""
+    command = [sys.executable, "-m", module, *args]
+    return subprocess.run(command, cwd=cwd, env=environment(**env), capture_output=True, text=True, timeout=timeout)
 
 
-def start(*args: str, log: Path) -> subprocess.Popen[bytes]:
-    """``python -m rsbench <args>`` in the background, its output going to ``log``.
+def start(*args: str, log: Path, module: str = "rsbench") -> subprocess.Popen[bytes]:
+    """``python -m <module> <args>`` in the background, its output going to ``log``.
 
     The child gets Ctrl-C's default disposition back: a test session started in the background by a shell (``&``)
     ignores SIGINT, children inherit that, and a run leaves an ignored signal ignored.
     """
     with log.open("wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "rsbench", *args],
+            [sys.executable, "-m", module, *args],
             cwd=ROOT,
             env=environment(),
             stdout=out,
@@ -107,6 +110,34 @@ def test_queries_import_nothing_heavy(query: list[str]) -> None:
         assert "hparams_search: consistency_acr" in result.stdout
     else:
         assert "lbd: 2.0" in result.stdout  # the authors' CAT-RS lambda for CIFAR-10 at sigma 1.0, looked up
+        assert "None/checkpoints" not in result.stdout  # issue 21: where the run would write, not None
+        assert "dirpath: outputs/cifar10/catrs/sigma_1.0/" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "shown"),
+    [
+        ("rsbench.certify", "resume="),
+        ("rsbench.importer", "origin: cohen | smoothadv | macer | consistency | smoothmix | catrs | ddrs"),
+    ],
+)
+def test_the_other_commands_help_imports_nothing_heavy(module: str, shown: str, tmp_path: Path) -> None:
+    """Issue 21: their --help took 5 s (torch); the importer's crashed without dataset= and listed no origin."""
+    script = (
+        "import runpy, sys\n"
+        f"sys.argv = [{module!r}, '--help']\n"
+        "try:\n"
+        f"    runpy.run_module({module!r}, run_name='__main__', alter_sys=True)\n"
+        "except SystemExit:\n    pass\n"
+        f"print('HEAVY', sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=environment(), capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert "HEAVY []" in result.stdout
+    assert shown in result.stdout
+    assert "Traceback" not in result.stderr
 
 
 def test_a_run_reexecutes_for_the_allocator_before_importing_torch() -> None:
@@ -149,6 +180,12 @@ def test_bad_requests_end_in_one_line_and_leave_nothing_behind(tmp_path: Path) -
     cases = {  # certify.alpha=2 and the other constructor checks are unwrapped the same way (test_job.py)
         ("certify.n=0",): "certify.n must be an integer >= 1, got 0",
         ("train=false", f"ckpt_path={damaged}"): f"ckpt_path={damaged} cannot be read",
+        ("certify.start=500", "certify.skip=20", "certify.max_images=100"): (  # issue 21: it reported ACR 0
+            "certify.start=500 selects no test image: the mnist_embedded test split has 500 images"
+        ),
+        ("certify=sequential", "certify.radius_cap=1.0"): (  # issue 21: it drew all n samples of every image
+            "certify.radius_cap=1 cannot be reached at sigma=0.25 with certify.n=100000 and certify.alpha=0.001"
+        ),
     }
     work = tmp_path / "work"
     work.mkdir()
@@ -159,6 +196,40 @@ def test_bad_requests_end_in_one_line_and_leave_nothing_behind(tmp_path: Path) -
         assert len(lines) == 1
         assert message in lines[0]
         assert list(work.iterdir()) == []  # no outputs/<dataset>/<method>/... left behind
+
+
+@pytest.mark.parametrize(
+    ("module", "overrides", "message"),
+    [
+        ("rsbench", ["sigma=abc"], "sigma must be a number > 0 (e.g. 0.25, 0.5, 1.0), got 'abc'"),
+        ("rsbench", ["-m", "sigma=0.25,abc"], "sigma must be a number > 0 (e.g. 0.25, 0.5, 1.0), got 'abc'"),
+        ("rsbench", ["trainer.max_epochs=abc"], "trainer.max_epochs must be a whole number of epochs"),
+        (
+            "rsbench",
+            ["method=catr"],
+            "method=catr is not an option of method; did you mean catrs? (the method options:",
+        ),
+        ("rsbench", ["dataset=cifar"], "did you mean cifar10 or cifar100?"),
+        ("rsbench", ["certify=sequentail"], "did you mean sequential?"),
+        ("rsbench", ["sigmaa=0.5"], "there is no key sigmaa in the config; did you mean sigma?"),
+        ("rsbench", ["train=maybe"], "train must be true or false, got 'maybe'"),
+        ("rsbench.certify", ["model=checkpont"], "did you mean checkpoint?"),
+        ("rsbench.importer", ["origin=cohn", "path=x", "dataset=cifar10", "sigma=0.25"], "did you mean cohen?"),
+        ("rsbench.importer", ["origin=cohen", "path=x", "sigma=0.25"], "dataset= is required"),
+    ],
+)
+def test_a_bad_value_or_name_is_refused_at_once_with_the_allowed_ones(
+    module: str, overrides: list[str], message: str, tmp_path: Path
+) -> None:
+    """Issue 21's papercuts: refused before torch is imported, naming the value, what is allowed and the close names."""
+    started = time.monotonic()
+    result = rsbench(*overrides, cwd=tmp_path, module=module)
+    assert result.returncode == 2
+    lines = error_lines(result)
+    assert len(lines) == 1
+    assert message in lines[0]
+    assert list(tmp_path.iterdir()) == []
+    assert time.monotonic() - started < 30  # (seconds on an idle machine; a run's imports alone take longer)
 
 
 # ---------------------------------------------------------------------------------------------------- stop and resume
@@ -206,6 +277,44 @@ def test_sigterm_stops_certification_after_a_whole_row_and_a_second_writer_is_re
     assert json.loads((run_dir / "status.json").read_text())["status"] == "completed"
 
 
+def test_python_m_rsbench_certify_has_the_same_lifecycle(smoke_checkpoint: Path, tmp_path: Path) -> None:
+    """Issue 21: one error line and no stub folder, one writer per folder, a safe stop with its resume hint, resume=."""
+    work = tmp_path / "work"
+    work.mkdir()
+    missing = rsbench("model.path=missing.ckpt", "certify=smoke", cwd=work, module="rsbench.certify")
+    assert missing.returncode == 2
+    assert error_lines(missing) == ["rsbench: error: model: checkpoint missing.ckpt is not a file"]
+    assert list(work.iterdir()) == []  # no outputs/... stub left behind
+
+    run_dir = tmp_path / "certify"
+    command = (f"model.path={smoke_checkpoint}", "certify=smoke", "certify.n=10000", "certify.max_images=500")
+    first = start(*command, f"hydra.run.dir={run_dir}", log=tmp_path / "first.log", module="rsbench.certify")
+    tsv = run_dir / "certify.tsv"
+    wait_until(lambda: tsv.exists() and len(tsv.read_text().splitlines()) > 3, first, "three images were certified")
+    second = rsbench(*command, f"hydra.run.dir={run_dir}", module="rsbench.certify")
+    assert second.returncode == 2
+    assert f"{run_dir} is in use by pid {first.pid}" in error_lines(second)[0]
+
+    first.send_signal(signal.SIGINT)
+    assert first.wait(timeout=120) == 128 + signal.SIGINT
+    assert f"Resume with: python -m rsbench.certify resume={run_dir}" in (tmp_path / "first.log").read_text()
+    status = json.loads((run_dir / "status.json").read_text())
+    assert (status["status"], status["resume"]) == ("interrupted", f"python -m rsbench.certify resume={run_dir}")
+    stopped = tsv.read_text()
+    assert stopped.endswith("\n")
+    more = len(read_rows(tsv)) + 2
+    resumed = rsbench(f"resume={run_dir}", f"certify.max_images={more}", module="rsbench.certify")
+    assert resumed.returncode == 0, resumed.stderr
+    assert tsv.read_text().startswith(stopped)
+    assert [r.idx for r in read_rows(tsv)] == list(range(more))
+    assert json.loads((run_dir / "status.json").read_text())["status"] == "completed"
+    wrong = rsbench(f"resume={run_dir}")
+    assert error_lines(wrong) == [
+        f"rsbench: error: {run_dir} is a run of python -m rsbench.certify, not of python -m rsbench: resume it with "
+        f"python -m rsbench.certify resume={run_dir}"
+    ]
+
+
 def test_sigint_during_training_keeps_the_last_epoch_and_resume_finishes_the_run(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     command = (
@@ -247,6 +356,38 @@ def test_sigint_during_training_keeps_the_last_epoch_and_resume_finishes_the_run
     assert {row["epoch"] for row in after if row["train/loss_epoch"]} == {"0", "1", "2", "3", "4"}  # every epoch
     kept = {(row["epoch"], row["step"], row.get("train/loss_step", "")) for row in before}
     assert kept <= {(row["epoch"], row["step"], row.get("train/loss_step", "")) for row in after}  # appended to
+    steps = [(row["epoch"], row["step"]) for row in after if row.get("train/loss_step")]
+    assert len(steps) == len(set(steps))  # issue 21: the cut epoch's rows were kept, then logged again
+
+    # Issue 21: the resumed run ends with the model an uninterrupted one makes, bit for bit.
+    reference = tmp_path / "uninterrupted"
+    uninterrupted = rsbench(*command[:-1], f"hydra.run.dir={reference}")
+    assert uninterrupted.returncode == 0, uninterrupted.stderr
+    ours, theirs = (torch.load(d / "checkpoints" / "last.ckpt", weights_only=False) for d in (run_dir, reference))
+    assert ours["state_dict"].keys() == theirs["state_dict"].keys()
+    assert all(torch.equal(ours["state_dict"][k], theirs["state_dict"][k]) for k in ours["state_dict"])
+    with (reference / "logs" / "metrics.csv").open() as file:
+        expected = {(r["epoch"], r["step"], r["train/loss_step"]) for r in csv.DictReader(file) if r["train/loss_step"]}
+    assert {(r["epoch"], r["step"], r["train/loss_step"]) for r in after if r["train/loss_step"]} == expected
+
+
+def test_progress_reaches_a_log_file_as_lines(tmp_path: Path) -> None:
+    """Issue 21: under a pipe, nohup or SLURM training printed nothing for minutes, certification one long line."""
+    run_dir = tmp_path / "run"
+    result = rsbench("experiment=smoke", "logger=none", f"hydra.run.dir={run_dir}", RSBENCH_PROGRESS_SECONDS="0")
+    assert result.returncode == 0, result.stderr
+    output = result.stdout + result.stderr
+    assert "\r" not in output  # no bar redrawn in place
+    assert "it/s" not in output  # neither Lightning's training bar nor its test bar
+    assert "Epoch 0" not in output
+    log = (run_dir / "__main__.log").read_text()
+    assert "epoch 1/1, batch 1/4: train/loss " in log
+    assert "images/s, about " in log  # the pace and the time left
+    assert "epoch 1/1 done in " in log
+    assert "certifying (certify): 1 of 8 images (" in log
+    assert "certifying (certify): 8 of 8 images (" in log
+    assert "test split: acc_clean " in log  # one line, not Lightning's table after rsbench's summary
+    assert "test/acc_clean" not in output
 
 
 # ---------------------------------------------------------------------------------------------------- sweeps
@@ -267,6 +408,35 @@ def test_a_sweep_runs_every_job_and_lists_the_failed_ones(tmp_path: Path) -> Non
         json.loads((sweep / jobs["1"]["job"] / "metrics.json").read_text())["acr"], rel=1e-5
     )
     assert "1 of 2 jobs completed" in result.stdout + result.stderr
+
+
+def test_a_sweep_jobs_folder_resumes_with_the_command_rsbench_printed(tmp_path: Path) -> None:
+    """Issue 21: folders named `<n>_key=value,...` broke Hydra's grammar in resume=, ckpt_path=, model.members=."""
+    sweep = tmp_path / "sweep"
+    overrides = ("experiment=smoke", "logger=none", "trainer.enable_progress_bar=false")
+    result = rsbench("-m", *overrides, "certify.alpha=0.001,0.01", f"hydra.sweep.dir={sweep}")
+    assert result.returncode == 0, result.stderr
+    job = sweep / "1_certify.alpha-0.01_experiment-smoke"
+    hint = json.loads((job / "status.json").read_text())["resume"]
+    assert hint == f"python -m rsbench resume={job}"
+
+    def pasted(command: str, *more: str) -> subprocess.CompletedProcess[str]:
+        """``command`` as a user pastes it into bash (with this interpreter for ``python``)."""
+        line = " ".join([command.replace("python", shlex.quote(sys.executable), 1), *more])
+        return subprocess.run(["bash", "-c", line], cwd=ROOT, env=environment(), capture_output=True, text=True)
+
+    resumed = pasted(hint, "certify.max_images=9")
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(read_rows(job / "certify.tsv")) == 9  # (ckpt_path=<job>/checkpoints/...: test_naming's grammar check)
+
+    old = sweep / "1_certify.alpha=0.01,experiment=smoke"  # a folder named by an older rsbench
+    job.rename(old)
+    quoted = rsbench(f"resume='{old}'", "certify.max_images=10")  # as Hydra quotes a value
+    assert quoted.returncode == 0, quoted.stderr
+    assert len(read_rows(old / "certify.tsv")) == 10
+    hint = json.loads((old / "status.json").read_text())["resume"]
+    assert pasted(hint, "certify.max_images=11").returncode == 0
+    assert len(read_rows(old / "certify.tsv")) == 11
 
 
 @pytest.mark.skipif(
@@ -304,7 +474,7 @@ def test_an_optuna_search_goes_on_after_a_failed_trial(tmp_path: Path) -> None:
 def test_catrs_without_a_teacher_trains_the_gaussian_teacher_first_then_reuses_it(tmp_path: Path, caplog) -> None:
     teachers = tmp_path / "teachers"
     overrides = (
-        *("method=catrs", "experiment=smoke", "dataset.batch_size=32", "method.teacher_num_samples=16"),
+        *("method=catrs", "experiment=smoke", "dataset.batch_size=32"),  # the smoke run's teacher votes N = 16
         f"teacher_dir={teachers}",
     )
     result = rsbench(*overrides, "logger=none", "certify.max_images=2", f"hydra.run.dir={tmp_path / 'run'}")

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from hydra.errors import ConfigCompositionException
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
@@ -109,6 +110,15 @@ REQUIRED = {"ddrs_smoothadv_finetune_cifar10": ["init_ckpt=trained.ckpt"]}  # pr
 def test_every_experiment_preset_composes(make_cfg, experiment: str) -> None:
     cfg = make_cfg(f"experiment={experiment}", *REQUIRED.get(experiment, []))
     OmegaConf.to_container(cfg, resolve=True)
+
+
+def test_the_catrs_smoke_run_labels_with_a_cheap_teacher(make_cfg) -> None:
+    """Issue 21: experiment=smoke method=catrs spent an hour on the teacher's votes at the authors' N = 10,000."""
+    assert make_cfg("experiment=smoke", "method=catrs", "sigma=0.5").method.teacher_num_samples == 16
+    assert make_cfg("method=catrs", "sigma=0.5").method.teacher_num_samples == 10_000  # a real run: the authors' N
+    given = make_cfg("experiment=smoke", "method=catrs", "method.teacher_num_samples=100")
+    assert given.method.teacher_num_samples == 100  # the command line wins
+    OmegaConf.to_container(make_cfg("experiment=smoke", "method=gaussian"), resolve=True)  # no such file: nothing
 
 
 @pytest.mark.parametrize("sigma", ["0.12", "0.25", "0.5", "1.0"])
@@ -249,6 +259,25 @@ def test_every_certify_setting_is_a_schema_field_and_a_key_of_the_default_yaml(m
     names = {f.name for f in fields(CertifyConfig)}
     assert names == {*KEYS, *CHOICES, *SWITCHES}
     assert set(make_cfg().certify) == names  # conf/certify/default.yaml sets each one (and nothing else)
+
+
+def test_teachers_go_under_outputs_not_into_the_working_directory(make_cfg, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 21: method=catrs wrote teachers/ into the current folder (a sweep's jobs: the sweep folder's)."""
+    monkeypatch.delenv("RSBENCH_TEACHER_DIR", raising=False)
+    assert make_cfg().teacher_dir == "outputs/teachers"
+    monkeypatch.setenv("RSBENCH_TEACHER_DIR", "/shared/teachers")
+    assert make_cfg().teacher_dir == "/shared/teachers"
+
+
+def test_a_gpu_trainer_on_a_machine_without_one_says_so(make_cfg, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 21: trainer=gpu on a CPU machine ended in Lightning's ``No supported gpu backend found!``."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(
+        ConfigError,
+        match=r"trainer.accelerator=gpu \(trainer=gpu\) needs a GPU, and this machine has none.*trainer=cpu",
+    ):
+        check_config(make_cfg("trainer=gpu"))
+    check_config(make_cfg("trainer=default"))  # accelerator auto: the CPU here
 
 
 def test_train_false_needs_a_checkpoint(make_cfg) -> None:

@@ -19,8 +19,10 @@ from torch import nn
 from torchvision.models import resnet18, resnet50
 
 from rsbench.errors import CheckpointMismatchError, ConfigError, UnsafeFileError
-from rsbench.importer import DatasetFacts, import_checkpoint, save_imported
-from rsbench.importer.convert import IMPORT_KEY
+from rsbench.importer import DatasetFacts, convert, import_checkpoint, save_imported
+from rsbench.importer.__main__ import ORIGIN_NAMES
+from rsbench.importer.convert import IMPORT_KEY, check_output
+from rsbench.importer.layouts import ORIGINS
 from rsbench.loading import load_weights_only
 from rsbench.models.builders import checkpoint as checkpoint_subject
 from tests.helpers import compose_config
@@ -433,6 +435,34 @@ def test_imported_checkpoints_are_plain_and_refuse_to_overwrite(tmp_path: Path) 
     assert load_weights_only(out)["rsbench"]["method"] == "macer"
     with pytest.raises(ConfigError, match="exists"):
         save_imported(import_checkpoint("macer", path, MNIST, 0.25), out)
+
+
+def test_a_folder_that_cannot_be_written_is_refused_before_the_import(monkeypatch, tmp_path: Path) -> None:
+    """Issue 21: beside a read-only release the importer ended in ``[enforce fail at inline_container.cc:747]``."""
+    _, path = macer_lenet(tmp_path)
+    with pytest.raises(ConfigError, match=r"the folder .*nowhere does not exist"):
+        check_output(tmp_path / "nowhere" / "m.ckpt")
+
+    def refuse(self: Path, *args: object, **kwargs: object) -> None:  # (tests run as root, which chmod cannot stop)
+        raise PermissionError(13, "Permission denied", str(self))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Path, "touch", refuse)
+        with pytest.raises(ConfigError, match=r"is not writable \(Permission denied\).*out=<path>"):
+            check_output(tmp_path / "m.ckpt")
+
+    def torch_fails(*args: object) -> None:
+        raise RuntimeError("[enforce fail at inline_container.cc:747] . PytorchStreamWriter failed writing file")
+
+    monkeypatch.setattr(convert, "write_checkpoint", torch_fails)
+    with pytest.raises(ConfigError, match=r"cannot write .*m\.ckpt \(PytorchStreamWriter failed") as error:
+        save_imported(import_checkpoint("macer", path, MNIST, 0.25), tmp_path / "m.ckpt")
+    assert "enforce fail" not in str(error.value)
+    assert not list(tmp_path.glob(".*probe*"))
+
+
+def test_the_origins_help_lists_are_the_importers() -> None:
+    assert sorted(ORIGIN_NAMES) == sorted(ORIGINS)
 
 
 @pytest.mark.parametrize(

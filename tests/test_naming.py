@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf
 
-from rsbench.runs.naming import MAX_DIRNAME, job_dirname
+from rsbench.runs.naming import MAX_DIRNAME, job_dirname, legacy_job_dirname
+from rsbench.runs.resolvers import register_resolvers
 from tests.helpers import ROOT, compose_config
 
 
@@ -32,11 +36,46 @@ def test_wandb_runs_are_named_grouped_and_tagged_by_their_overrides(tmp_path: Pa
 
 def test_sweep_folders_leave_out_paths_and_stay_short() -> None:
     name = job_dirname(7, ["method=catrs", "method.teacher_ckpt=runs/t/best.ckpt", "logger=wandb", "sigma=1.0"])
-    assert name == "7_method=catrs,sigma=1.0"
+    assert name == "7_method-catrs_sigma-1.0"
     long = job_dirname(0, [f"method.key{i}={'x' * 20}" for i in range(20)])
     assert len(long) <= MAX_DIRNAME
     assert long != job_dirname(0, [f"method.key{i}={'y' * 20}" for i in range(20)])  # the hash tells them apart
     assert job_dirname(3, []) == "3"
+
+
+def test_sweep_folder_names_paste_back_into_an_override(tmp_path: Path) -> None:
+    """No `=`, `,`, brackets, quotes or spaces: Hydra's grammar and a shell take `resume=<folder>` as typed."""
+    overrides = [
+        "certify.alpha=0.001,0.01",
+        "scheduler.milestones=[31,61]",
+        "method.label='a b'",
+        "~method.lbd",
+        "+trainer.extra=x:y",
+    ]
+    name = job_dirname(4, overrides)
+    assert (
+        name == "4_certify.alpha-0.001+0.01_method.label-a-b_scheduler.milestones-31+61_trainer.extra-x-y_no-method.lbd"
+    )
+    parser = OverridesParser.create()
+    for value in (name, f"multirun/x/{name}/checkpoints/best.ckpt"):
+        assert parser.parse_override(f"resume={value}").value() == value
+        assert shlex.quote(value) == value
+
+
+def test_a_sweep_started_with_the_older_names_continues_in_its_folders(tmp_path: Path) -> None:
+    legacy = legacy_job_dirname(1, ["method=consistency", "seed=1"])
+    assert legacy == "1_method=consistency,seed=1"
+    (tmp_path / legacy).mkdir()
+    assert job_dirname(1, ["seed=1", "method=consistency"], tmp_path) == legacy  # the job keeps its folder
+    assert job_dirname(0, ["seed=0", "method=consistency"], tmp_path) == "0_method-consistency_seed-0"
+    register_resolvers()  # hydra.sweep.subdir's resolver finds the sweep folder in the config it resolves
+    cfg = OmegaConf.create(
+        {
+            "hydra": {"sweep": {"dir": str(tmp_path), "subdir": "${rs.job_dir:1,${task}}"}},
+            "task": ["seed=1", "method=consistency"],
+        }
+    )
+    assert cfg.hydra.sweep.subdir == legacy
 
 
 def test_a_seed_sweep_is_reported_with_its_seeds_and_as_a_wandb_table(tmp_path: Path) -> None:
@@ -51,10 +90,10 @@ def test_a_seed_sweep_is_reported_with_its_seeds_and_as_a_wandb_table(tmp_path: 
         capture_output=True,
     )
     assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == [
-        "0_experiment=smoke,seed=0,sigma=0.25",
-        "1_experiment=smoke,seed=1,sigma=0.25",
-        "2_experiment=smoke,seed=0,sigma=0.5",
-        "3_experiment=smoke,seed=1,sigma=0.5",
+        "0_experiment-smoke_seed-0_sigma-0.25",
+        "1_experiment-smoke_seed-1_sigma-0.25",
+        "2_experiment-smoke_seed-0_sigma-0.5",
+        "3_experiment-smoke_seed-1_sigma-0.5",
     ]
     metrics = json.loads(next(sweep.glob("0_*/metrics.json")).read_text())
     assert metrics["protocol"] == "rsbench"  # the training protocol group the run was composed with

@@ -256,6 +256,6 @@ def test_multirun_sweep_makes_one_wandb_run_per_job(tmp_path: Path) -> None:
     assert len(runs) == 2
     assert runs[0].split("-")[-1] != runs[1].split("-")[-1]  # two distinct run ids
     jobs = sorted(p.parent.name for p in sweep.glob("*/metrics.json"))
-    assert jobs == ["0_experiment=smoke,sigma=0.25", "1_experiment=smoke,sigma=0.5"]  # folders say what they vary
+    assert jobs == ["0_experiment-smoke_sigma-0.25", "1_experiment-smoke_sigma-0.5"]  # folders say what they vary
     sigmas = [json.loads((sweep / job / "metrics.json").read_text())["sigma"] for job in jobs]
     assert sigmas == [0.25, 0.5]

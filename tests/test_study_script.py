@@ -35,8 +35,8 @@ def test_one_process_per_run_fills_the_folders_one_sweep_would_and_ends_in_the_r
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     jobs = sorted(p.name for p in (tmp_path / "runs" / "gaussian" / "sigma0.5").iterdir() if p.is_dir())
     assert jobs == [  # the names `-m seed=0,1` gives its jobs 0 and 1
-        "0_experiment=smoke,method=gaussian,seed=0,sigma=0.5",
-        "1_experiment=smoke,method=gaussian,seed=1,sigma=0.5",
+        "0_experiment-smoke_method-gaussian_seed-0_sigma-0.5",
+        "1_experiment-smoke_method-gaussian_seed-1_sigma-0.5",
     ]
     assert all((tmp_path / "runs" / "gaussian" / "sigma0.5" / job / "metrics.json").is_file() for job in jobs)
     assert sorted(p.name for p in (tmp_path / "runs" / "logs").iterdir()) == [

@@ -31,7 +31,6 @@ from typing import Any, Protocol
 import torch
 from scipy.stats import norm
 from torch import Tensor, nn
-from tqdm.auto import tqdm
 
 from rsbench.archs.classifier import weights_fingerprint
 from rsbench.certify.data_dependent import MEMORY_NOTE, UNSOUND_NOTE, certify_data_dependent, memory_replay
@@ -39,6 +38,7 @@ from rsbench.certify.designs import Design
 from rsbench.certify.environment import environment
 from rsbench.certify.grid_noise import GridSmooth
 from rsbench.certify.plot import Curve, plot_certified_accuracy
+from rsbench.certify.progress import progress as progress_counter
 from rsbench.certify.records import (
     STEM,
     CertificationRow,
@@ -55,7 +55,7 @@ from rsbench.certify.seeding import derive_seed
 from rsbench.certify.sequential import certify_group
 from rsbench.certify.settings import RESUMABLE, CertifySettings
 from rsbench.certify.smooth import Certificate, Smooth, module_device
-from rsbench.certify.subset import indices_digest
+from rsbench.certify.subset import indices_digest, require_images
 from rsbench.certify.summary import format_summary, summarize, write_metrics
 
 log = logging.getLogger(__name__)
@@ -177,7 +177,10 @@ class Certification:
             log.warning("certifying with %s noise a model trained with %s noise", protocol.noise, subject.noise)
         if settings.sequential is not None:
             _warn_unreachable(settings.sequential.make(sigma, protocol), protocol.n)
-        indices = settings.subset.indices(len(images))
+        subset = settings.subset
+        dataset = subject.description.get("dataset")
+        split = f"the {dataset} test split" if dataset else "the test split"
+        indices = require_images(len(images), subset.start, subset.skip, subset.max_images, split)
         meta = {
             **subject.description,
             "seed": protocol.seed,
@@ -347,7 +350,7 @@ class Certification:
             log.info("resuming certification: %d of %d images already certified", len(done), len(share))
         together = self.settings.speed.images_together(self.settings.protocol)
         seed = self.settings.protocol.seed
-        progress = tqdm(total=len(share), initial=len(done), desc=stem, unit="img", mininterval=1.0)
+        progress = progress_counter(len(share), f"certifying ({stem})", "images", initial=len(done))
         columns = record_columns(not self.settings.protocol.threat.is_default)
         try:
             with RecordWriter(record, columns) as writer:

@@ -15,11 +15,14 @@ field added to a group is a ``certify.<key>`` at once and a mistyped key fails w
 
 from __future__ import annotations
 
+import math
 import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, make_dataclass, replace
 from typing import Any, Literal, Optional
+
+from scipy.stats import norm
 
 from rsbench.certify.bounds import check_alpha, radius_cap
 from rsbench.certify.data_dependent import SigmaSearch
@@ -320,6 +323,33 @@ class CertifySettings:
     def grid_step(self, dim: int) -> float:
         """The step of the certified-accuracy grid in the certified norm (``radius_step`` unless l-infinity)."""
         return self.protocol.threat.grid_step(self.protocol.radius_step, dim)
+
+    def check_reachable(self, sigma: float) -> None:
+        """Refuse a sequential ``certify.radius_cap`` (or ``radius_target``) that no image can be certified up to.
+
+        Sampling stops early only once an image is decided up to the cap; the most any image reaches is the radius
+        of n right votes out of n under the design's bound (:attr:`rsbench.certify.designs.Design.unreachable`). A
+        cap beyond it makes every confident image draw all n samples, so the mode saves nothing. The default cap
+        (null) is the largest radius of the grid that can be reached, so it is never refused.
+
+        Raises:
+            ConfigError: naming the cap, the most that can be certified, and what to choose instead.
+        """
+        schedule = self.sequential
+        if schedule is None or (schedule.radius_cap is None and schedule.radius_target is None):
+            return
+        design = schedule.make(sigma, self.protocol)
+        if not design.unreachable:
+            return
+        key = "radius_target" if schedule.radius_target is not None else "radius_cap"
+        most = sigma * float(norm.ppf(design.best_lower()))
+        raise ConfigError(
+            f"certify.{key}={design.unreachable[-1]:g} cannot be reached at sigma={sigma:g} with "
+            f"certify.n={self.protocol.n} and certify.alpha={self.protocol.alpha:g}: the most sequential CERTIFY "
+            f"(design={design.name}) can certify there is {most:.3f} (all {self.protocol.n} votes right), so every "
+            f"image would draw all n samples and nothing would be saved; choose certify.{key} <= "
+            f"{math.floor(most * 1000) / 1000:g} (or certify.radius_cap=null: the largest reachable radius of the grid)"
+        )
 
     @classmethod
     def from_keys(cls, mode: Mode = "standard", sigma_mode: SigmaMode = "fixed", **keys: Any) -> CertifySettings:

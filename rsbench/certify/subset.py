@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 
+from rsbench.errors import ConfigError
+
 
 def certification_indices(num_images: int, start: int = 0, skip: int = 1, max_images: int | None = None) -> list[int]:
     """The dataset indices ``start, start + skip, ...`` below ``num_images``, the first ``max_images`` of them.
@@ -23,6 +25,31 @@ def certification_indices(num_images: int, start: int = 0, skip: int = 1, max_im
         raise ValueError(f"certify.max_images must be >= 1 or null (all), got {max_images}")
     indices = list(range(start, num_images, skip))
     return indices if max_images is None else indices[:max_images]
+
+
+def require_images(
+    num_images: int, start: int = 0, skip: int = 1, max_images: int | None = None, what: str = ""
+) -> list[int]:
+    """:func:`certification_indices`, refusing a subset that selects no image (its ACR would read as a result).
+
+    Args:
+        num_images: the size of the test split.
+        start: the first index (``certify.start``).
+        skip: the stride (``certify.skip``).
+        max_images: at most this many images (``certify.max_images``).
+        what: the test split's name in the message (e.g. ``the mnist_embedded test split``).
+
+    Raises:
+        ConfigError: no image is selected; the message gives the split's size.
+    """
+    indices = certification_indices(num_images, start, skip, max_images)
+    if not indices:
+        split = what or "the test split"
+        raise ConfigError(
+            f"certify.start={start} selects no test image: {split} has {num_images} images (indices 0 to "
+            f"{num_images - 1}); choose certify.start below {num_images}"
+        )
+    return indices
 
 
 def indices_digest(indices: list[int]) -> str:

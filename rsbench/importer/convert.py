@@ -13,6 +13,7 @@ refuse to load it into a model that differs, and a record of where it came from 
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -133,11 +134,50 @@ def import_checkpoint(
 
 
 def save_imported(checkpoint: Mapping[str, Any], out: str | Path, overwrite: bool = False) -> Path:
-    """Write an imported checkpoint (:func:`rsbench.checkpoint.write_checkpoint`); replace a file if ``overwrite``."""
+    """Write an imported checkpoint (:func:`rsbench.checkpoint.write_checkpoint`); replace a file if ``overwrite``.
+
+    Raises:
+        ConfigError: ``out`` exists (without ``overwrite``) or cannot be written (see :func:`check_output`).
+    """
+    out = check_output(out, overwrite)
+    try:
+        return write_checkpoint(checkpoint, out)
+    except (OSError, RuntimeError) as error:  # torch.save reports a failed write as "[enforce fail at ...]"
+        raise ConfigError(f"cannot write {out} ({_reason(error)}); choose another place with out=<path>") from None
+
+
+def check_output(out: str | Path, overwrite: bool = False) -> Path:
+    """``out`` as a path the checkpoint can be written to; refuse it before any work when it cannot be.
+
+    Raises:
+        ConfigError: it exists (without ``overwrite``), or its folder is missing or not writable.
+    """
     out = Path(out).expanduser()
     if out.exists() and not overwrite:
         raise ConfigError(f"{out} exists; choose another out=... or pass overwrite=true")
-    return write_checkpoint(checkpoint, out)
+    folder = out.parent
+    if not folder.is_dir():
+        raise ConfigError(f"cannot write {out}: the folder {folder} does not exist; create it or choose out=<path>")
+    probe = folder / f".{out.name}.probe{os.getpid()}"
+    try:  # os.access cannot tell (root passes it on a read-only mount): try to create a file there
+        probe.touch(exist_ok=False)
+    except OSError as error:
+        raise ConfigError(
+            f"cannot write {out}: {folder} is not writable ({_reason(error)}); the importer writes beside the "
+            "released file unless told otherwise: choose another place with out=<path>"
+        ) from None
+    probe.unlink(missing_ok=True)
+    return out
+
+
+def _reason(error: BaseException) -> str:
+    """The OS's words for a failed write (``Permission denied``), not torch's ``[enforce fail at ...]`` wrapper."""
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    text = str(error).strip()
+    if text.startswith("[enforce fail") and "]" in text:  # "[enforce fail at inline_container.cc:747] . <reason>"
+        text = text.split("]", 1)[1].strip(" .") or "the write failed"
+    return text
 
 
 def default_output(path: str | Path) -> Path:

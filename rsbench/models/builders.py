@@ -120,9 +120,30 @@ def exported(path: str, input_layer: Mapping[str, Any], sigma: float, num_classe
     """
     if not Path(path).expanduser().is_file():
         raise ConfigError(f"exported program {path} does not exist")
-    network = _FixedMode(torch.export.load(str(Path(path).expanduser())).module())
+    program = torch.export.load(str(Path(path).expanduser()))
+    _check_dynamic_batch(program, path)
+    network = _FixedMode(program.module())
     provenance = {"kind": "exported", "path": str(path), "sha256": file_digest(path)}
     return _foreign("exported", network, input_layer, sigma, num_classes, provenance)
+
+
+def _check_dynamic_batch(program: torch.export.ExportedProgram, path: str) -> None:
+    """Refuse an archive exported with a fixed batch size: certification feeds batches of every size.
+
+    Raises:
+        ConfigError: naming the fixed input shape and how to export the batch dimension as dynamic.
+    """
+    inputs = set(program.graph_signature.user_inputs)
+    for node in program.graph.nodes:
+        value = node.meta.get("val") if node.op == "placeholder" and node.name in inputs else None
+        shape = getattr(value, "shape", None)
+        if shape is not None and len(shape) > 0 and isinstance(shape[0], int):
+            raise ConfigError(
+                f"model.path={path} was exported with a fixed batch size of {shape[0]} (input {list(shape)}), but "
+                "certification feeds batches of every size (n0, n and certify.batch_size samples): export it with a "
+                "dynamic batch dimension, torch.export.export(net, (x,), dynamic_shapes=({0: "
+                'torch.export.Dim("batch")},))'
+            )
 
 
 class _FixedMode(nn.Module):

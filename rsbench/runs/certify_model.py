@@ -1,7 +1,12 @@
-"""``certify_model(cfg)``: what ``python -m rsbench.certify`` runs; a model in, the certification files out."""
+"""``certify_model(cfg)``: what ``python -m rsbench.certify`` runs; a model in, the certification files out.
+
+The job around it (:func:`rsbench.runs.job.job`) holds the run directory's lock, writes ``.hydra/`` and
+``status.json`` once ``on_ready`` is called, and turns a stop signal into the command that resumes the run.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -14,10 +19,20 @@ from rsbench.certify.pipeline import Certification, Subject
 from rsbench.certify.records import STEM
 from rsbench.certify.settings import CertifySettings
 from rsbench.errors import ConfigError
+from rsbench.runs.run import check_certification
+from rsbench.stop import raise_if_stop_requested, stop_requested
 
 
-def certify_model(cfg: DictConfig) -> float | None:
+def certify_model(cfg: DictConfig, on_ready: Callable[[], None] | None = None) -> float | None:
     """Certify ``cfg.model`` on the test split of ``cfg.dataset`` with ``cfg.certify``'s protocol.
+
+    Everything that can be checked (the settings, the dataset, the model, the subset) is checked before
+    ``on_ready`` is called and before the first file is written. A stop signal ends certification after the image
+    in flight (its row whole, so rerunning resumes after it) with :class:`~rsbench.stop.StopRequested`.
+
+    Args:
+        cfg: the composed ``conf/certify_model.yaml``.
+        on_ready: called once every check has passed, just before the first file is written.
 
     Returns:
         The ACR of the sound certificates (the fixed-sigma ones under a data-dependent sigma mode), or ``None``
@@ -31,6 +46,7 @@ def certify_model(cfg: DictConfig) -> float | None:
     datamodule.prepare_data()
     datamodule.setup("test")
     built: Subject = instantiate(cfg.model)
+    check_certification(settings, datamodule, built.sigma)
     device = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     subject = Subject(
         built.classifier.to(device),
@@ -40,8 +56,11 @@ def certify_model(cfg: DictConfig) -> float | None:
         built.provenance,
         noise=built.noise,
     )
+    if on_ready is not None:
+        on_ready()
     certification = Certification(settings, Path(cfg.output_dir))
-    outcome = certification.run(subject, datamodule.test_dataset)
+    outcome = certification.run(subject, datamodule.test_dataset, should_stop=lambda: stop_requested() is not None)
+    raise_if_stop_requested()  # a stop signal ended certification after a whole row: end the run as stopped
     if outcome.summary is None:
         return None
     if attack is not None:

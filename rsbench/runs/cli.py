@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from rsbench.errors import ConfigError
+from rsbench.runs.quoting import override, unquote
 
 QUERY_FLAGS = frozenset(
     {"--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc", "--version"}
@@ -19,6 +21,27 @@ MULTIRUN_FLAGS = frozenset({"--multirun", "-m"})
 RESUME = "resume"
 RUN_CONFIG = ".hydra"  # where a run keeps the config it was started with (config.yaml, overrides.yaml, hydra.yaml)
 _OVERRIDE = re.compile(r"^(?:~|\+\+|\+)?(?P<key>[^=~+][^=]*)=")
+
+
+@dataclass(frozen=True)
+class Command:
+    """A command that runs one job per run directory (:mod:`rsbench.runs.commands` runs it).
+
+    Attributes:
+        module: what ``python -m`` runs (``rsbench``, ``rsbench.certify``); printed in resume hints.
+        config_name: its primary config in ``conf/``.
+        trains: whether it trains (a resumed run keeps its training settings) or only certifies a model (a resumed
+            run keeps its model and dataset).
+    """
+
+    module: str
+    config_name: str
+    trains: bool
+
+
+TRAIN = Command(module="rsbench", config_name="config", trains=True)
+CERTIFY = Command(module="rsbench.certify", config_name="certify_model", trains=False)
+COMMANDS = (TRAIN, CERTIFY)
 
 
 def config_dir() -> Path:
@@ -53,15 +76,18 @@ def override_key(arg: str) -> str | None:
     return match.group("key") if match and not arg.startswith("-") else None
 
 
-def expand_resume(argv: Sequence[str]) -> list[str]:
+def expand_resume(argv: Sequence[str], command: Command = TRAIN) -> list[str]:
     """Replace ``resume=<run dir>`` by that run's own overrides, the ones given now, and ``hydra.run.dir=<run dir>``.
 
     The run's overrides come from ``<run dir>/.hydra/overrides.yaml`` (and its ``hydra.searchpath`` from
     ``hydra.yaml``); an override given now replaces the stored one with the same key. Whether the result may
-    continue the run (same training settings) is checked by the job, which names any difference.
+    continue the run (same training settings) is checked by the job, which names any difference. The run directory
+    may be written as typed or in Hydra's quotes; ``hydra.run.dir`` gets it quoted where Hydra's grammar needs it
+    (a sweep folder named by an older rsbench holds ``=`` and ``,``).
 
     Raises:
-        ConfigError: ``resume`` is combined with ``-m`` or ``hydra.run.dir``, or names no run directory.
+        ConfigError: ``resume`` is combined with ``-m`` or ``hydra.run.dir``, names no run directory, or names one
+            that another command wrote (the message gives that command).
     """
     requests = [arg for arg in argv if override_key(arg) == RESUME]
     if not requests:
@@ -72,15 +98,15 @@ def expand_resume(argv: Sequence[str]) -> list[str]:
         raise ConfigError("resume= continues one run; to continue a sweep, rerun it with the same hydra.sweep.dir")
     if any(override_key(arg) == "hydra.run.dir" for arg in argv):
         raise ConfigError("resume=<run dir> already sets hydra.run.dir; give only one of them")
-    run_dir = Path(requests[0].split("=", 1)[1]).expanduser()
-    stored = _stored_overrides(run_dir)
+    run_dir = Path(unquote(requests[0].split("=", 1)[1])).expanduser()
+    stored = _stored_overrides(run_dir, command)
     given = {override_key(arg) for arg in argv} - {None, RESUME}
     kept = [arg for arg in stored if override_key(arg) not in given]
     position = argv.index(requests[0])
-    return [*argv[:position], *kept, *argv[position + 1 :], f"hydra.run.dir={run_dir}"]
+    return [*argv[:position], *kept, *argv[position + 1 :], override("hydra.run.dir", run_dir)]
 
 
-def _stored_overrides(run_dir: Path) -> list[str]:
+def _stored_overrides(run_dir: Path, command: Command) -> list[str]:
     from omegaconf import OmegaConf
 
     overrides = run_dir / RUN_CONFIG / "overrides.yaml"
@@ -93,6 +119,15 @@ def _stored_overrides(run_dir: Path) -> list[str]:
     hydra_file = run_dir / RUN_CONFIG / "hydra.yaml"
     if hydra_file.is_file():
         hydra = OmegaConf.load(hydra_file)
+        config_name = OmegaConf.select(hydra, "hydra.job.config_name", default=None)
+        other = next((c for c in COMMANDS if c.config_name == config_name and c != command), None)
+        if other is not None:
+            from rsbench.runs.quoting import resume_command
+
+            raise ConfigError(
+                f"{run_dir} is a run of python -m {other.module}, not of python -m {command.module}: resume it with "
+                f"{resume_command(other.module, run_dir)}"
+            )
         stored = OmegaConf.select(hydra, "hydra.overrides.hydra", default=[]) or []
         task += [str(arg) for arg in stored if override_key(str(arg)) == "hydra.searchpath"]
     return task

@@ -1,6 +1,8 @@
 """One job (a run, or one point of a sweep) in its run directory: locked, resumable, stoppable, and clean on failure.
 
-:func:`job` is what Hydra calls. It
+:func:`job` is what Hydra calls, for both commands that run jobs (:data:`~rsbench.runs.cli.TRAIN`, ``python -m
+rsbench``, whose work is :func:`run_with_prerequisites`; :data:`~rsbench.runs.cli.CERTIFY`, ``python -m
+rsbench.certify``, whose work is :func:`rsbench.runs.certify_model.certify_model`). It
 
 - holds the directory's lock (:class:`~rsbench.runs.lock.RunLock`) so that no second process writes into it;
 - trains (or reuses) the runs the method needs first (:mod:`rsbench.runs.prerequisites`), each a job of its own;
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import shutil
 import sys
 from collections.abc import Callable, Sequence
@@ -27,10 +30,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from rsbench.certify.records import record_files
 from rsbench.errors import RunDirectoryBusyError, user_message
-from rsbench.runs.cli import RUN_CONFIG
+from rsbench.runs.certify_model import certify_model
+from rsbench.runs.cli import RUN_CONFIG, TRAIN, Command
 from rsbench.runs.lock import LOCK_FILE, RunLock
 from rsbench.runs.prerequisites import PlannedRun, plan_prerequisites
-from rsbench.runs.resume import check_resumable
+from rsbench.runs.quoting import override, resume_command
+from rsbench.runs.resume import CERTIFIED_MODEL, TRAINED, check_resumable
 from rsbench.runs.run import run
 from rsbench.runs.status import write_status
 from rsbench.stop import StopGuard, StopRequested
@@ -40,19 +45,22 @@ log = logging.getLogger("rsbench")
 RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID")
 
 
-def job(cfg: DictConfig) -> float | None:
-    """Run the job Hydra composed; return the sweep objective (``None`` for a failed job of a sweep)."""
+def job(cfg: DictConfig, command: Command = TRAIN) -> float | None:
+    """Run the job Hydra composed for ``command``; return the sweep objective (``None`` for a failed sweep job)."""
     hydra_cfg = HydraConfig.get()
     output_dir = Path(hydra_cfg.runtime.output_dir)
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
     overrides = list(hydra_cfg.overrides.task)
+    log_file = f"{hydra_cfg.job.name}.log"
     with StopGuard():
         try:
-            return execute(cfg, output_dir, overrides, keep_failed=multirun, log_file=f"{hydra_cfg.job.name}.log")
+            return execute(cfg, output_dir, overrides, keep_failed=multirun, log_file=log_file, command=command)
         except StopRequested as stop:
-            log.warning("%s. Resume with: python -m rsbench resume=%s", stop, output_dir)
+            log.warning("%s. Resume with: %s", stop, resume_command(command.module, output_dir))
             if multirun:
-                log.warning("(or rerun the whole sweep with hydra.sweep.dir=%s)", hydra_cfg.sweep.dir)
+                log.warning(
+                    "(or rerun the whole sweep with %s)", shlex.quote(override("hydra.sweep.dir", hydra_cfg.sweep.dir))
+                )
             raise SystemExit(stop.exit_code) from None
         except Exception as error:
             message = user_message(error)
@@ -76,6 +84,7 @@ def execute(
     keep_failed: bool = False,
     wait: bool = False,
     log_file: str | None = None,
+    command: Command = TRAIN,
 ) -> float | None:
     """Run ``cfg`` in ``output_dir``: take its lock, check that it may continue what is there, run, record the outcome.
 
@@ -87,10 +96,18 @@ def execute(
             jobs), instead of removing that directory.
         wait: wait for another process that holds the directory instead of failing (shared teacher runs).
         log_file: the name of Hydra's log file in ``output_dir`` (the only file a new directory holds at the start).
+        command: the command whose job this is: what it does and how its runs are resumed.
     """
+    work = run_with_prerequisites if command.trains else certify_model
+    identity = TRAINED if command.trains else CERTIFIED_MODEL
+
+    def check() -> None:  # read-only: before the lock
+        certified = bool(record_files(output_dir, None))
+        check_resumable(cfg, output_dir, certified=certified, keys=identity, module=command.module)
+
     if not is_global_zero():  # the other processes of a DDP run: rank 0 holds the lock and writes the run files
-        check_resumable(cfg, output_dir, certified=bool(record_files(output_dir, None)))
-        return run_with_prerequisites(cfg)
+        check()
+        return work(cfg)
     created = is_new(output_dir, log_file)
     started = False
 
@@ -98,22 +115,28 @@ def execute(
         nonlocal started
         started = True
         save_run_config(output_dir, cfg, overrides)
-        write_status(output_dir, "running", overrides)
+        write_status(output_dir, "running", overrides, module=command.module)
 
     try:
-        check_resumable(cfg, output_dir, certified=bool(record_files(output_dir, None)))  # read-only: before the lock
-        with RunLock(output_dir, wait=wait):
-            value = run_with_prerequisites(cfg, on_ready=ready)
-            write_status(output_dir, "completed", overrides, objective=value)
+        check()
+        with RunLock(output_dir, wait=wait, command=f"python -m {command.module} {' '.join(sys.argv[1:])}"):
+            value = work(cfg, on_ready=ready)
+            write_status(output_dir, "completed", overrides, objective=value, module=command.module)
             return value
     except RunDirectoryBusyError:
         raise  # the directory is another process's (even if both found it new): leave it exactly as it is
     except BaseException as error:
         stopped = isinstance(error, StopRequested | SystemExit | KeyboardInterrupt)  # by a signal or a launcher
         if started:
-            write_status(output_dir, "interrupted" if stopped else "failed", overrides, error=_describe(error))
+            write_status(
+                output_dir,
+                "interrupted" if stopped else "failed",
+                overrides,
+                error=_describe(error),
+                module=command.module,
+            )
         elif created and keep_failed and not stopped:  # a sweep job: its folder records why it failed
-            write_status(output_dir, "failed", overrides, error=_describe(error))
+            write_status(output_dir, "failed", overrides, error=_describe(error), module=command.module)
         elif created:
             remove_new(output_dir, log_file)
         raise  # a directory this job did not create (a refused resume) is left exactly as it was

@@ -32,11 +32,13 @@ class RunLock:
     Args:
         directory: the run directory (created if missing).
         wait: block until the holder finishes instead of failing (used for shared caches such as teachers).
+        command: the command line to record as the holder's (default: ``rsbench`` and this process's arguments).
     """
 
-    def __init__(self, directory: Path, wait: bool = False) -> None:
+    def __init__(self, directory: Path, wait: bool = False, command: str | None = None) -> None:
         self.path = Path(directory) / LOCK_FILE
         self.wait = wait
+        self.command = command
         self._file: TextIO | None = None
 
     def __enter__(self) -> RunLock:
@@ -59,7 +61,7 @@ class RunLock:
             log.warning("cannot lock %s (%s): nothing stops a second process from writing into it", self.path, error)
         file.seek(0)
         file.truncate()
-        json.dump(_this_process(), file)
+        json.dump(_this_process(self.command), file)
         file.flush()
         self._file = file
         return self
@@ -96,12 +98,12 @@ def is_held(directory: Path) -> bool:
     return False
 
 
-def _this_process() -> dict[str, Any]:
+def _this_process(command: str | None) -> dict[str, Any]:
     return {
         "pid": os.getpid(),
         "host": socket.gethostname(),
         "since": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "command": " ".join(["rsbench", *sys.argv[1:]]),
+        "command": command or " ".join(["rsbench", *sys.argv[1:]]),
     }
 
 

@@ -30,6 +30,28 @@ class CSVLogger(LightningCSVLogger):
             self._experiment = _AppendingWriter(log_dir=self.log_dir)
         return self._experiment
 
+    def keep_epochs_through(self, epoch: int) -> None:
+        """Drop the rows of ``metrics.csv`` logged after epoch ``epoch`` (a stopped run's partial epoch).
+
+        A run stopped mid-epoch resumes after its last complete epoch and logs the cut epoch's steps again; without
+        this, ``metrics.csv`` would hold them twice.
+        """
+        path = Path(self.log_dir) / ExperimentWriter.NAME_METRICS_FILE
+        if not path.is_file():
+            return
+        with path.open(newline="") as file:
+            reader = csv.DictReader(file)
+            columns, rows = reader.fieldnames or [], list(reader)
+        kept = [row for row in rows if not row.get("epoch") or float(row["epoch"]) <= epoch]
+        if len(kept) == len(rows):
+            return
+        temporary = path.with_name(path.name + ".tmp")
+        with temporary.open("w", newline="") as file:
+            writer = csv.DictWriter(file, fieldnames=columns)
+            writer.writeheader()
+            writer.writerows(kept)
+        temporary.replace(path)
+
 
 class _AppendingWriter(ExperimentWriter):
     def _check_log_dir_exists(self) -> None:

@@ -2,7 +2,8 @@
 
 A sweep such as ``python -m rsbench -m method=consistency method.lbd=5,10 seed=0,1`` gives each job
 
-- a folder ``<job number>_method.lbd=5,method=consistency,seed=0`` (``hydra.sweep.subdir``), not ``0/``;
+- a folder ``<job number>_method.lbd-5_method-consistency_seed-0`` (``hydra.sweep.subdir``), not ``0/``, that
+  pastes back into an override (``resume=``, ``ckpt_path=``) as it is;
 - a W&B run name ``consistency-mnist_embedded-sigma0.25[method.lbd=5,seed=0]``;
 - a W&B group ``consistency-mnist_embedded-sigma0.25[method.lbd=5]``: the runs of one setting over seeds, which W&B
   draws as one line with a band;
@@ -14,7 +15,9 @@ Overrides whose values are paths (checkpoints, data directories) name no hyperpa
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Collection, Sequence
+from pathlib import Path
 
 PATH_KEYS = frozenset({"ckpt_path", "data_dir", "method.teacher_ckpt", "method.teacher_cache_dir"})
 # How a run is run or shown, not what it computes: left out of names (and of the report's setting columns).
@@ -24,6 +27,9 @@ PRESENTATION_KEYS = frozenset(
 PRESENTATION_PREFIXES = ("logger", "hydra")
 MAX_DIRNAME = 200  # well under the 255 bytes most filesystems allow for one path component
 MAX_TAG = 64  # W&B's limit on one tag
+_LIST_BRACKETS = re.compile(r"[\[\](){}'\"]")
+_LIST_SEPARATOR = re.compile(r"\s*,\s*")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
 
 
 def override_key(override: str) -> str:
@@ -64,13 +70,34 @@ def descriptive_overrides(overrides: Sequence[str], drop: Collection[str] = ()) 
     return sorted(kept)
 
 
-def job_dirname(num: int, overrides: Sequence[str]) -> str:
-    """A sweep job's folder: its number, then its descriptive overrides (``3_method.lbd=5,sigma=0.5``).
+def job_dirname(num: int, overrides: Sequence[str], sweep_dir: str | Path | None = None) -> str:
+    """A sweep job's folder: its number, then its descriptive overrides as ``key-value`` joined by ``_``.
 
-    The number keeps folders unique and in launch order; a name longer than :data:`MAX_DIRNAME` is cut and ends
-    with a hash of the whole, so two long names never collide.
+    ``3_method.lbd-5_sigma-0.5`` for ``method.lbd=5 sigma=0.5``. The name holds no character Hydra's override grammar
+    or a shell treats specially (no ``=``, ``,``, brackets, quotes, spaces), so ``resume=<it>``,
+    ``ckpt_path=<it>/checkpoints/best.ckpt`` and ``'model.members=[<it>/...]'`` take it as typed; a list value's
+    items are joined by ``+`` (``scheduler.milestones-31+61``), other characters become ``-``. The number keeps
+    folders unique and in launch order; a name longer than :data:`MAX_DIRNAME` is cut and ends with a hash of the
+    whole, so two long names never collide.
+
+    A sweep folder that already holds this job under the name rsbench gave it before (``3_method.lbd=5,sigma=0.5``,
+    :func:`legacy_job_dirname`) keeps that name, so a sweep started then continues in its own folders.
 
     >>> job_dirname(0, ["sigma=0.5", "method=consistency"])
+    '0_method-consistency_sigma-0.5'
+    """
+    name = _shortened(f"{num}_" + "_".join(_fragment(override) for override in descriptive_overrides(overrides)))
+    if sweep_dir is not None and not (Path(sweep_dir) / name).exists():
+        legacy = legacy_job_dirname(num, overrides)
+        if (Path(sweep_dir) / legacy).is_dir():
+            return legacy
+    return name
+
+
+def legacy_job_dirname(num: int, overrides: Sequence[str]) -> str:
+    """The folder name rsbench gave a sweep job before it avoided Hydra's grammar: ``3_method.lbd=5,sigma=0.5``.
+
+    >>> legacy_job_dirname(0, ["sigma=0.5", "method=consistency"])
     '0_method=consistency,sigma=0.5'
     """
     name = f"{num}_" + ",".join(descriptive_overrides(overrides))
@@ -78,6 +105,24 @@ def job_dirname(num: int, overrides: Sequence[str]) -> str:
         digest = hashlib.sha256(name.encode()).hexdigest()[:8]
         name = f"{name[: MAX_DIRNAME - 9]}~{digest}"
     return name.rstrip("_")
+
+
+def _fragment(override: str) -> str:
+    """``key=value`` as a piece of a folder name: ``key-value``, with only letters, digits and ``._+-`` in it."""
+    key, _, value = override.partition("=")
+    if key.startswith("~"):  # a deletion: ~key or ~key=value
+        key = "no-" + key[1:]
+    value = _LIST_SEPARATOR.sub("+", _LIST_BRACKETS.sub("", value))
+    return _UNSAFE.sub("-", f"{key}-{value}" if value else key)
+
+
+def _shortened(name: str) -> str:
+    """``name`` (without a trailing ``_``) cut to :data:`MAX_DIRNAME` characters, ending with a hash when cut."""
+    name = name.rstrip("_")
+    if len(name) > MAX_DIRNAME:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+        name = f"{name[: MAX_DIRNAME - 9]}-{digest}"
+    return name
 
 
 def run_name(method: str, dataset: str, sigma: float, overrides: Sequence[str], drop: Collection[str] = ()) -> str:

@@ -5,7 +5,7 @@ A method declares its prerequisites (:class:`rsbench.methods.prerequisites.Prere
 the config leaves unset, :func:`plan_prerequisites` composes the prerequisite's config from this run's own command
 line (its ``overrides`` replace the method, sigma and the run's role; its ``keep`` keys are copied), and names its run
 directory ``<root>/<dataset>/<arch>_sigma<sigma>_seed<seed>_<digest>/``, where ``root`` is the config key the method
-names (``teacher_dir``: ``teachers/`` in the working directory, or ``$RSBENCH_TEACHER_DIR``) and the digest covers
+names (``teacher_dir``: ``outputs/teachers/``, a sweep's own folder, or ``$RSBENCH_TEACHER_DIR``) and the digest covers
 every training setting, so any other recipe gets its own. That directory is an ordinary run directory: the job
 trains a prerequisite before the run that needs it (:mod:`rsbench.runs.job`), reuses it once it completed, resumes it
 if it stopped half-way, and waits for another run that is training it.

@@ -71,13 +71,44 @@ def register_resolvers() -> None:
     """Register rsbench's resolvers with OmegaConf (idempotent)."""
     OmegaConf.register_new_resolver("rs.lookup", lookup, replace=True)
     # Run names from the task overrides (rsbench/runs/naming.py): sweep folders, W&B names, groups and tags.
-    OmegaConf.register_new_resolver("rs.job_dir", lambda num, o: naming.job_dirname(int(num), list(o)), replace=True)
+    OmegaConf.register_new_resolver("rs.job_dir", job_dir, replace=True)
+    # ${rs.first:a,b}: a, or b when a is null (output_dir under --cfg job, before Hydra has made the run directory)
+    OmegaConf.register_new_resolver("rs.first", first_set, replace=True)
+    OmegaConf.register_new_resolver("rs.teacher_dir", teacher_dir, replace=True)
     for name, function in (
         ("rs.run_name", naming.run_name),
         ("rs.group_name", naming.group_name),
         ("rs.run_tags", naming.run_tags),
     ):
         OmegaConf.register_new_resolver(name, _with_override_list(function), replace=True)
+
+
+def job_dir(num: Any, overrides: Any, _root_: Any = None) -> str:
+    """``${rs.job_dir:<job number>,${hydra.overrides.task}}``: the job's sweep folder (:func:`naming.job_dirname`).
+
+    The sweep directory (``hydra.sweep.dir`` of the config being resolved) is passed along, so that a job a sweep
+    started under the older naming keeps its folder.
+    """
+    sweep_dir = OmegaConf.select(_root_, "hydra.sweep.dir", default=None) if _root_ is not None else None
+    return naming.job_dirname(int(num), [str(o) for o in overrides], sweep_dir)
+
+
+def first_set(*values: Any) -> Any:
+    """The first value that is not ``None`` (``None`` if all are).
+
+    >>> first_set(None, "outputs/run")
+    'outputs/run'
+    """
+    return next((value for value in values if value is not None), None)
+
+
+def teacher_dir(mode: Any, sweep_dir: Any) -> str:
+    """Where the runs a method needs first go: ``<sweep dir>/teachers`` in a sweep, else ``outputs/teachers``.
+
+    >>> teacher_dir("RunMode.MULTIRUN", "multirun/x"), teacher_dir("RunMode.RUN", "multirun/x")
+    ('multirun/x/teachers', 'outputs/teachers')
+    """
+    return f"{sweep_dir}/teachers" if str(mode).upper().endswith("MULTIRUN") else "outputs/teachers"
 
 
 def _with_override_list(function: Callable[..., Any]) -> Callable[..., Any]:

@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from rsbench.certify.settings import CHOICES, KEYS, RESUMABLE
 from rsbench.errors import ResumeMismatchError
 from rsbench.runs.cli import RUN_CONFIG
+from rsbench.runs.quoting import resume_command
 
 STORED_CONFIG = Path(RUN_CONFIG) / "config.yaml"
 TRAINED = (
@@ -40,6 +41,8 @@ TRAINED = (
     "noise",
 )
 CERTIFIED = ("certify", "test_ckpt")
+CERTIFIED_MODEL = ("model", "dataset", "allow_sigma_mismatch")
+"""What a run of ``python -m rsbench.certify`` certifies: a resumed one keeps them (and CERTIFIED, once it has rows)."""
 FREE = (
     "dataset.data_dir",
     "dataset.num_workers",
@@ -56,8 +59,17 @@ FREE = (
 )
 CERTIFY_SETTINGS = frozenset({*KEYS, *CHOICES})  # the certify.* keys that are settings (not switches, not wiring)
 _MISSING = "<not set>"
-ADDED = {"noise.name": "gaussian", "certify.noise": "gaussian", "certify.norm": None}
+ADDED = {
+    "noise.name": "gaussian",
+    "certify.noise": "gaussian",
+    "certify.norm": None,
+    "certify.noise_grid": None,
+    "certify.radius_target": None,
+    "certify.design": "looks",  # the one sequential design there was
+}
 """Keys added after runs were made, with the value a run without them had: such a run resumes under them."""
+SEQUENTIAL_KEYS = tuple(f"certify.{key}" for key in ("design", "radius_cap", "radius_target", "first_look", "growth"))
+"""Settings of sequential CERTIFY only: rows certified with the standard mode do not depend on them."""
 
 
 def settings(cfg: DictConfig, keys: Iterable[str] = TRAINED, free: Iterable[str] = FREE) -> dict[str, Any]:
@@ -73,13 +85,22 @@ def settings(cfg: DictConfig, keys: Iterable[str] = TRAINED, free: Iterable[str]
     return {key: value for key, value in leaves.items() if not any(_under(key, f) for f in skipped) and _counts(key)}
 
 
-def check_resumable(cfg: DictConfig, output_dir: Path, certified: bool) -> None:
+def check_resumable(
+    cfg: DictConfig,
+    output_dir: Path,
+    certified: bool,
+    keys: tuple[str, ...] = TRAINED,
+    module: str = "rsbench",
+) -> None:
     """Refuse to continue the run in ``output_dir`` with settings that change what it trained (or certified).
 
     Args:
         cfg: the requested config.
         output_dir: the run directory; a directory without ``.hydra/config.yaml`` accepts any config.
         certified: whether certification rows exist (then the certification protocol must match too).
+        keys: what made the run (:data:`TRAINED` for ``python -m rsbench``, :data:`CERTIFIED_MODEL` for
+            ``python -m rsbench.certify``).
+        module: the command that continues it, named in the message.
 
     Raises:
         ResumeMismatchError: naming every differing key with the run's value and the requested one.
@@ -89,12 +110,16 @@ def check_resumable(cfg: DictConfig, output_dir: Path, certified: bool) -> None:
         return
     stored = OmegaConf.load(path)
     assert isinstance(stored, DictConfig)
-    keys = (*TRAINED, *CERTIFIED) if certified else TRAINED
-    before = settings(stored, keys)
-    after = settings(cfg, keys)
+    compared = (*keys, *CERTIFIED) if certified else keys
+    before = settings(stored, compared)
+    after = settings(cfg, compared)
     for key, value in ADDED.items():
         if key in after and key not in before:
             before[key] = value
+    if before.get("certify.mode", "standard") == after.get("certify.mode", "standard") == "standard":
+        for key in SEQUENTIAL_KEYS:  # (their defaults changed when the sequential designs came)
+            before.pop(key, None)
+            after.pop(key, None)
     _same_run_checkpoint(before, after, Path(output_dir))
     differences = [
         f"  {key}: the run has {before.get(key, _MISSING)!r}, this command asks for {after.get(key, _MISSING)!r}"
@@ -106,7 +131,7 @@ def check_resumable(cfg: DictConfig, output_dir: Path, certified: bool) -> None:
         raise ResumeMismatchError(
             f"{output_dir} was {what} with other settings, so this command cannot continue it:\n"
             + "\n".join(differences)
-            + f"\nContinue it with its own settings (python -m rsbench resume={output_dir}, adding only "
+            + f"\nContinue it with its own settings ({resume_command(module, output_dir)}, adding only "
             "certification or logging options), or write to a new directory."
         )
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
+import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.callbacks import ModelCheckpoint
@@ -22,14 +23,18 @@ from pytorch_lightning.loggers import Logger, WandbLogger
 from pytorch_lightning.utilities.seed import isolate_rng
 
 from rsbench.attack.settings import AttackSettings
+from rsbench.certify.progress import interactive
 from rsbench.certify.settings import CertifySettings
+from rsbench.certify.subset import require_images
 from rsbench.checkpoint import load_checkpoint
 from rsbench.errors import ConfigError
 from rsbench.noise import check_sigma
 from rsbench.noise_distributions import noise_distribution
 from rsbench.runs.certify_callback import CertifyCallback
-from rsbench.runs.loggers import wandb_run_id
+from rsbench.runs.epoch_seed import EpochSeed
+from rsbench.runs.loggers import CSVLogger, wandb_run_id
 from rsbench.runs.prerequisites import check_given
+from rsbench.runs.progress_lines import TrainingProgress
 from rsbench.stop import raise_if_stop_requested
 
 log = logging.getLogger(__name__)
@@ -50,12 +55,48 @@ def check_config(cfg: DictConfig) -> None:
     if not cfg.train and not cfg.test:
         raise ConfigError("train=false and test=false leave nothing to do")
     check_given(cfg)  # checkpoints the config gives for what the method needs before it trains
+    check_accelerator(str(cfg.trainer.get("accelerator", "auto")))
     chunks, batch = cfg.method.get("steps_per_batch", 1), cfg.dataset.batch_size
     if isinstance(chunks, int) and isinstance(batch, int) and batch < chunks:
         raise ConfigError(
             f"dataset.batch_size={batch} cannot be cut into method.steps_per_batch={chunks} chunks (one optimizer "
             "step per chunk): raise dataset.batch_size"
         )
+
+
+def check_certification(settings: CertifySettings, datamodule: Any, sigma: float) -> None:
+    """Refuse certification settings that cannot give a result, before anything is trained or written.
+
+    A subset that selects no test image of ``datamodule`` (the run would report ACR 0 as a result); a sequential
+    radius cap that cannot be reached at ``sigma`` (:meth:`~rsbench.certify.settings.CertifySettings.check_reachable`).
+
+    Args:
+        settings: the certification settings.
+        datamodule: the dataset whose test split is certified.
+        sigma: the sigma the model is certified at (``certify.sigma``, else the model's).
+
+    Raises:
+        ConfigError: naming the setting, the test split's size or the most that can be certified.
+    """
+    settings.check_reachable(settings.protocol.sigma if settings.protocol.sigma is not None else sigma)
+    subset = settings.subset
+    split = f"the {datamodule.name} test split"
+    require_images(len(datamodule.test_dataset), subset.start, subset.skip, subset.max_images, split)
+
+
+def check_accelerator(accelerator: str) -> None:
+    """Refuse a GPU accelerator on a machine where torch sees no GPU (Lightning says ``No supported gpu backend``).
+
+    Raises:
+        ConfigError: naming the accelerator, why there is no GPU, and what to use instead.
+    """
+    if accelerator not in ("gpu", "cuda") or torch.cuda.is_available():
+        return
+    why = "this torch was built without CUDA" if torch.version.cuda is None else "torch finds no CUDA device"
+    raise ConfigError(
+        f"trainer.accelerator={accelerator} (trainer=gpu) needs a GPU, and this machine has none ({why}): use "
+        "trainer=default (a GPU when there is one, else the CPU) or trainer=cpu"
+    )
 
 
 def build_loggers(cfg: DictConfig) -> list[Logger]:
@@ -89,7 +130,8 @@ def build_callbacks(cfg: DictConfig) -> list[pl.Callback]:
         attack = AttackSettings.from_config(cfg.get("attack"))  # attack=smoothadv: attacked after certification
         certify.append(CertifyCallback(settings, cfg.output_dir, protocol, attack))
     nodes: Mapping[str, Any] = (cfg.get("callbacks") or {}) if cfg.train else {}
-    return [*certify, *(instantiate(node) for node in nodes.values() if node)]
+    seeding = [EpochSeed(cfg.seed)] if cfg.train else []  # a resumed run trains exactly as an uninterrupted one
+    return [*certify, *seeding, *(instantiate(node) for node in nodes.values() if node)]
 
 
 def use_noise(cfg: DictConfig, module: Any) -> None:
@@ -134,14 +176,25 @@ def run(
     callbacks = build_callbacks(cfg)
     start = _starting_point(cfg, module, callbacks, cfg.trainer.get("max_epochs"))
     loggers = build_loggers(cfg)
-    trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    bar: dict[str, bool] = {}
+    if cfg.trainer.get("enable_progress_bar", True) and not interactive():  # a pipe, nohup or SLURM: no bar
+        bar = {"enable_progress_bar": False}
+        if cfg.train:
+            callbacks.append(TrainingProgress())  # lines at an interval instead
+    trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, **bar)
     datamodule.prepare_data()  # a missing dataset stops here, before anything is written
+    if cfg.test and cfg.certify.enabled:
+        check_certification(CertifySettings.from_config(cfg.certify), datamodule, cfg.sigma)  # before training
     log.info("%s", describe_method(cfg, given))
     if on_ready is not None:
         on_ready()
     if before_training is not None and start.train:
         with isolate_rng():  # training what the method needs now, or reusing it, leaves this run's random state
             before_training()
+    if start.resumed_after is not None:
+        for logger in loggers:
+            if isinstance(logger, CSVLogger):  # the rows of the epoch that was cut short are logged again
+                logger.keep_epochs_through(start.resumed_after)
     hyperparameters = OmegaConf.to_container(cfg, resolve=True)
     for logger in loggers:
         logger.log_hyperparams(hyperparameters)  # type: ignore[arg-type]
@@ -152,7 +205,15 @@ def run(
             test_ckpt = _trained_checkpoint(trainer, cfg.test_ckpt)
         if cfg.test:
             log.info("testing and certifying %s", test_ckpt or cfg.ckpt_path or "the final weights")
-            _stoppable(trainer.test, module, datamodule=datamodule, ckpt_path=test_ckpt, weights_only=True)
+            # Lightning's own table of the test metrics would follow rsbench's summary: one line instead
+            _stoppable(
+                trainer.test, module, datamodule=datamodule, ckpt_path=test_ckpt, weights_only=True, verbose=False
+            )
+            tested = {k: float(v) for k, v in trainer.callback_metrics.items() if str(k).startswith("test/")}
+            if tested:
+                log.info(
+                    "test split: %s", ", ".join(f"{k.removeprefix('test/')} {v:.4g}" for k, v in sorted(tested.items()))
+                )
         value = trainer.callback_metrics.get(cfg.optimized_metric)
         return float(value) if value is not None else None
     finally:
@@ -167,6 +228,7 @@ class Start:
 
     Attributes:
         train: whether to (continue to) train.
+        resumed_after: the last complete epoch of the run's own ``last.ckpt`` that training continues after.
         fit_ckpt: the checkpoint training continues from (``None``: from scratch; ``"last"``: this run's own
             ``last.ckpt``, which Lightning finds through the run's checkpoint callbacks).
         test_ckpt: without training, the checkpoint to test and certify (``None``: the weights in memory).
@@ -175,6 +237,7 @@ class Start:
     train: bool
     fit_ckpt: str | None = None
     test_ckpt: str | None = None
+    resumed_after: int | None = None
 
 
 def _starting_point(
@@ -200,7 +263,8 @@ def _starting_point(
     epoch = int(state.get("epoch", -1)) + 1
     if not finished_training(state, max_epochs):
         log.info("continuing training at epoch %d of %s from %s", epoch + 1, max_epochs, last)
-        return Start(train=True, fit_ckpt="last")  # Lightning restores it: the newest last*.ckpt of the callbacks
+        # Lightning restores it: the newest last*.ckpt of the callbacks
+        return Start(train=True, fit_ckpt="last", resumed_after=epoch - 1)
     log.info("training finished earlier (%d epochs, %s): going straight to testing and certification", epoch, last)
     test_ckpt = checkpoint_file(callbacks, cfg.test_ckpt)
     if test_ckpt is None or not test_ckpt.is_file():

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from rsbench.runs.quoting import resume_command
+
 STATUS = "status.json"
 State = Literal["running", "completed", "failed", "interrupted"]
 
@@ -25,14 +27,19 @@ def write_status(
     *,
     objective: float | None = None,
     error: str | None = None,
+    module: str = "rsbench",
 ) -> None:
-    """Record ``state`` in ``<directory>/status.json`` (atomically: a reader never sees half a file)."""
+    """Record ``state`` in ``<directory>/status.json`` (atomically: a reader never sees half a file).
+
+    Its ``resume`` entry is the command that continues the run (``python -m <module> resume=<directory>``), quoted
+    so that it pastes back into a shell.
+    """
     status: dict[str, Any] = {
         "status": state,
         "overrides": list(overrides),
         "objective": objective,
         "error": error,
-        "resume": f"python -m rsbench resume={directory}",
+        "resume": resume_command(module, directory),
         "host": socket.gethostname(),
         "pid": os.getpid(),
         "updated": time.strftime("%Y-%m-%d %H:%M:%S"),

@@ -1,0 +1,82 @@
+"""Commands rsbench prints, written so that they paste back into a shell and into Hydra's override grammar.
+
+A path is a value of an override (``resume=<run dir>``, ``hydra.run.dir=...``, ``ckpt_path=...``): Hydra parses it,
+and refuses ``=``, ``,``, brackets, quotes and non-ASCII letters outside quotes, so :func:`hydra_value` quotes such a
+value the way Hydra reads it back unchanged. The whole argument is then quoted for the shell (:func:`shell_command`),
+so a folder with spaces or ``$`` in its name survives copy and paste. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+_BACKSLASHES_BEFORE_QUOTE_OR_END = re.compile(r"(\\*)('|$)")
+
+
+@functools.lru_cache(maxsize=1)
+def _parser() -> Any:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create()
+
+
+def reads_back(value: str) -> bool:
+    """Whether Hydra reads the override ``key=<value>`` as exactly the string ``value``."""
+    try:
+        return bool(_parser().parse_override(f"key={value}").value() == value)
+    except Exception:  # Hydra's grammar refuses it (an OverrideParseException, or a lexer error)
+        return False
+
+
+def unquote(value: str) -> str:
+    """A value as typed after ``key=``, without the quotes Hydra's grammar would strip (``'a=b'`` -> ``a=b``)."""
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        try:
+            parsed = _parser().parse_override(f"key={value}").value()
+        except Exception:  # not a quoted string Hydra reads: take it as it is
+            return value
+        return parsed if isinstance(parsed, str) else value
+    return value
+
+
+def hydra_value(value: str | Path) -> str:
+    """``value`` as Hydra must see it after ``key=``: as it is when Hydra reads it back unchanged, else single-quoted.
+
+    Inside Hydra's quotes a quote is escaped by a backslash, and backslashes are doubled only before a quote or at
+    the end (the only places Hydra reads them as escapes).
+
+    >>> hydra_value("multirun/x/0_sigma-0.5")
+    'multirun/x/0_sigma-0.5'
+    >>> hydra_value("multirun/x/1_a=1,b=2")
+    "'multirun/x/1_a=1,b=2'"
+    """
+    text = str(value)
+    if text and text == text.strip() and reads_back(text):
+        return text
+    escaped = _BACKSLASHES_BEFORE_QUOTE_OR_END.sub(
+        lambda match: match.group(1) * 2 + ("\\'" if match.group(2) else ""), text
+    )
+    return f"'{escaped}'"
+
+
+def override(key: str, value: str | Path) -> str:
+    """The override ``key=<value>`` that Hydra parses back to ``value`` (see :func:`hydra_value`)."""
+    return f"{key}={hydra_value(value)}"
+
+
+def shell_command(module: str, *arguments: str) -> str:
+    """``python -m <module> <arguments>``, each argument quoted for a POSIX shell where it needs it.
+
+    >>> shell_command("rsbench", "resume=outputs/a b")
+    "python -m rsbench 'resume=outputs/a b'"
+    """
+    return " ".join(["python", "-m", module, *(shlex.quote(argument) for argument in arguments)])
+
+
+def resume_command(module: str, run_dir: str | Path) -> str:
+    """The command that continues the run in ``run_dir``: ``python -m <module> resume=<run dir>``, quoted."""
+    return shell_command(module, f"resume={run_dir}")
