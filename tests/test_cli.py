@@ -315,6 +315,7 @@ def test_python_m_rsbench_certify_has_the_same_lifecycle(smoke_checkpoint: Path,
     ]
 
 
+@pytest.mark.slow  # two trainings (interrupted + resumed, and uninterrupted): over 3 minutes on 2 busy cores
 def test_sigint_during_training_keeps_the_last_epoch_and_resume_finishes_the_run(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     command = (
@@ -410,6 +411,7 @@ def test_a_sweep_runs_every_job_and_lists_the_failed_ones(tmp_path: Path) -> Non
     assert "1 of 2 jobs completed" in result.stdout + result.stderr
 
 
+@pytest.mark.slow  # a sweep, then three resumes: 100 s on 2 busy cores
 def test_a_sweep_jobs_folder_resumes_with_the_command_rsbench_printed(tmp_path: Path) -> None:
     """Issue 21: folders named `<n>_key=value,...` broke Hydra's grammar in resume=, ckpt_path=, model.members=."""
     sweep = tmp_path / "sweep"
