@@ -57,7 +57,8 @@ def write_run(folder: Path, records: pd.DataFrame, *, seed: int = 0, dataset: st
     write_metrics(summary, folder / "metrics.json")
     (folder / ".hydra").mkdir()
     (folder / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(["method=gaussian", f"seed={seed}"]))
-    (folder / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"seed": seed, "trainer": {"max_epochs": 90}}))
+    config = {"seed": seed, "trainer": {"max_epochs": 90}, "dataset": {"family": "mnist"}}  # as conf/dataset composes
+    (folder / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
     return folder
 
 
@@ -116,3 +117,11 @@ def test_a_row_of_other_images_has_no_released_run(tmp_path: Path, caplog: pytes
     main([str(run), "--against-released", "--out", str(tmp_path / "r"), "--no-plots"])
     assert not (tmp_path / "r" / "released.csv").exists()
     assert "no row has a released log" in (tmp_path / "r" / "report.md").read_text()
+
+
+def test_a_fashion_mnist_run_stands_beside_fashion_mnist_numbers_not_mnist_ones(tmp_path: Path) -> None:
+    """dataset.family=mnist says whose method hyperparameters a Fashion-MNIST run uses, not which table it is in."""
+    run = write_run(tmp_path / "run", authors_records(EVERY_20TH))
+    main([str(run), "--radii", "0", "0.5", "--out", str(tmp_path / "r"), "--no-plots"])
+    published = pd.read_csv(tmp_path / "r" / "published.csv")
+    assert set(published["source"]) == {"catrs2023_logs_fmnist"}
