@@ -72,6 +72,8 @@ def certify_model(cfg: DictConfig, on_ready: Callable[[], None] | None = None) -
             outcome.summary,
             outcome.rows[STEM],
             cfg.output_dir,
+            should_stop=lambda: stop_requested() is not None,
         )
+        raise_if_stop_requested()  # the attack's rows so far are whole: rerunning resumes it
     sound = outcome.summary if outcome.summary["sound"] else outcome.summary["fixed_sigma"]
     return float(sound["acr"])
