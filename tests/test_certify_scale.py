@@ -322,6 +322,7 @@ def test_packed_and_low_precision_options_end_to_end(smoke_checkpoint: Path, tmp
         certify_checkpoint(smoke_checkpoint, tmp_path / "fast", "certify.precision=bf16", "certify.images_per_batch=4")
 
 
+@pytest.mark.slow  # 30-60 s on a quiet 2-core machine: make test-all
 def test_ddp_training_and_sharded_certification_match_one_process(tmp_path: Path) -> None:
     """Two CPU processes (gloo) train, then each certifies its share; the merged rows equal a one-process run."""
     env = {**os.environ, "RSBENCH_KEEP_ALLOCATOR": "1"}

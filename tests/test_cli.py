@@ -235,6 +235,7 @@ def test_a_bad_value_or_name_is_refused_at_once_with_the_allowed_ones(
 # ---------------------------------------------------------------------------------------------------- stop and resume
 
 
+@pytest.mark.slow  # 30-60 s on a quiet 2-core machine: make test-all
 def test_sigterm_stops_certification_after_a_whole_row_and_a_second_writer_is_refused(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     command = (
@@ -277,6 +278,7 @@ def test_sigterm_stops_certification_after_a_whole_row_and_a_second_writer_is_re
     assert json.loads((run_dir / "status.json").read_text())["status"] == "completed"
 
 
+@pytest.mark.slow  # 30-60 s on a quiet 2-core machine: make test-all
 def test_python_m_rsbench_certify_has_the_same_lifecycle(smoke_checkpoint: Path, tmp_path: Path) -> None:
     """Issue 21: one error line and no stub folder, one writer per folder, a safe stop with its resume hint, resume=."""
     work = tmp_path / "work"
@@ -473,6 +475,7 @@ def test_an_optuna_search_goes_on_after_a_failed_trial(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------------- CAT-RS teacher
 
 
+@pytest.mark.slow  # 30-60 s on a quiet 2-core machine: make test-all
 def test_catrs_without_a_teacher_trains_the_gaussian_teacher_first_then_reuses_it(tmp_path: Path, caplog) -> None:
     teachers = tmp_path / "teachers"
     overrides = (

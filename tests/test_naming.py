@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
@@ -78,6 +79,7 @@ def test_a_sweep_started_with_the_older_names_continues_in_its_folders(tmp_path:
     assert cfg.hydra.sweep.subdir == legacy
 
 
+@pytest.mark.slow  # 30-60 s on a quiet 2-core machine: make test-all
 def test_a_seed_sweep_is_reported_with_its_seeds_and_as_a_wandb_table(tmp_path: Path) -> None:
     """The whole path: a real multirun (2 sigmas x 2 seeds, smoke scale), then the report over its folder."""
     sweep, env = tmp_path / "sweep", {**os.environ, "WANDB_MODE": "offline", "RSBENCH_KEEP_ALLOCATOR": "1"}

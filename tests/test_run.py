@@ -184,6 +184,7 @@ def rsbench_command(*overrides: str) -> list[str]:
     return [sys.executable, "-m", "rsbench", *overrides]
 
 
+@pytest.mark.slow  # 30-60 s on a quiet 2-core machine: make test-all
 def test_interrupted_certification_resumes_without_losing_or_duplicating_rows(smoke_run: Path, tmp_path: Path) -> None:
     """kill -9 a certification in the middle, rerun it into the same directory, compare to an uninterrupted run."""
     checkpoint = smoke_run / "checkpoints" / "best.ckpt"
