@@ -194,28 +194,18 @@ class Certification:
         share = indices[shard.rank :: shard.world_size]
         stopped = False
         with self._prepared(subject.classifier) as classifier:
-            precision, channels_last = settings.speed.precision, settings.speed.channels_last
-            smooth: Smooth
-            if protocol.noise_grid is None:
-                smooth = Smooth(
-                    classifier,
-                    subject.num_classes,
-                    sigma,
-                    precision=precision,
-                    channels_last=channels_last,
-                    noise=protocol.noise,
-                    norm=protocol.norm,
-                )
-            else:  # Gaussian noise on the input grid (the settings refuse a grid for the other noises)
-                smooth = GridSmooth(
-                    classifier,
-                    subject.num_classes,
-                    sigma,
-                    precision=precision,
-                    channels_last=channels_last,
-                    levels=protocol.noise_grid,
-                    norm=protocol.norm,
-                )
+            # Gaussian noise on the input grid when asked for (the settings refuse a grid for the other noises)
+            noise = {"noise": protocol.noise} if protocol.noise_grid is None else {"levels": protocol.noise_grid}
+            make = Smooth if protocol.noise_grid is None else GridSmooth
+            smooth = make(
+                classifier,
+                subject.num_classes,
+                sigma,
+                precision=settings.speed.precision,
+                channels_last=settings.speed.channels_last,
+                norm=protocol.norm,
+                **noise,
+            )
             for stem, certify_group, sound in self._records():
                 record = self.output_dir / shard_record(shard.rank, shard.world_size, stem)
                 stopped = self._certify_share(smooth, images, share, record, stem, certify_group, sound, should_stop)
