@@ -374,10 +374,15 @@ def test_sigint_during_training_keeps_the_last_epoch_and_resume_finishes_the_run
     assert {(r["epoch"], r["step"], r["train/loss_step"]) for r in after if r["train/loss_step"]} == expected
 
 
-def test_progress_reaches_a_log_file_as_lines(tmp_path: Path) -> None:
-    """Issue 21: under a pipe, nohup or SLURM training printed nothing for minutes, certification one long line."""
+@pytest.mark.parametrize("bar", [(), ("trainer.enable_progress_bar=false",)], ids=["default", "bar-off"])
+def test_progress_reaches_a_log_file_as_lines(tmp_path: Path, bar: tuple[str, ...]) -> None:
+    """Issue 21: under a pipe, nohup or SLURM training printed nothing for minutes, certification one long line.
+
+    Also with the bar turned off, as the experiment scripts do for a quiet log: an hour-long training then logged
+    nothing until its end (found on the paper-scale Fashion-MNIST runs, issue 19).
+    """
     run_dir = tmp_path / "run"
-    result = rsbench("experiment=smoke", "logger=none", f"hydra.run.dir={run_dir}", RSBENCH_PROGRESS_SECONDS="0")
+    result = rsbench("experiment=smoke", "logger=none", f"hydra.run.dir={run_dir}", *bar, RSBENCH_PROGRESS_SECONDS="0")
     assert result.returncode == 0, result.stderr
     output = result.stdout + result.stderr
     assert "\r" not in output  # no bar redrawn in place

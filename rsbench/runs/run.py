@@ -177,10 +177,10 @@ def run(
     start = _starting_point(cfg, module, callbacks, cfg.trainer.get("max_epochs"))
     loggers = build_loggers(cfg)
     bar: dict[str, bool] = {}
-    if cfg.trainer.get("enable_progress_bar", True) and not interactive():  # a pipe, nohup or SLURM: no bar
+    if not interactive():  # a pipe, nohup or SLURM: no bar, which a file shows as nothing for minutes
         bar = {"enable_progress_bar": False}
-        if cfg.train:
-            callbacks.append(TrainingProgress())  # lines at an interval instead
+        if cfg.train:  # lines at an interval instead, also where the bar was turned off for a quiet log
+            callbacks.append(TrainingProgress())
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, **bar)
     datamodule.prepare_data()  # a missing dataset stops here, before anything is written
     if cfg.test and cfg.certify.enabled:
