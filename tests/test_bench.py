@@ -82,16 +82,20 @@ def test_compare_versions_runs_both_pipelines_in_one_process(capsys: pytest.Capt
 
 
 def test_training_cost_counts_each_methods_passes(capsys: pytest.CaptureFixture[str]) -> None:
-    training_cost.main(["--methods", "consistency", "macer", "--batch-size", "8", "--batches", "1", "--repeats", "1"])
+    methods = ["consistency", "macer", "denoiser"]
+    training_cost.main(["--methods", *methods, "--batch-size", "8", "--batches", "1", "--repeats", "1"])
     out = capsys.readouterr().out
     passes = {}
     for line in out.splitlines():
         cells = line.split()
-        if cells and cells[0] in {"gaussian", "consistency", "macer"}:
+        if cells and cells[0] in {"gaussian", *methods}:
             passes[cells[0]] = (float(cells[2]), float(cells[3]), float(cells[4]))
     assert passes["gaussian"] == (1.0, 1.0, 1.0)  # the baseline: ratio 1, one forward and backward per image
     assert passes["consistency"][1:] == (2.0, 2.0)  # m = 2 noisy copies
     assert passes["macer"][1:] == (16.0, 16.0)  # k = 16 noisy copies
+    # denoised smoothing, on a fresh frozen classifier the benchmark writes (its default list crashed without one):
+    # one noisy copy through the trained denoiser, forward and backward
+    assert passes["denoiser"][1:] == (1.0, 1.0)
 
 
 def test_allocator_comparison_runs_each_setting_in_its_own_process(capsys: pytest.CaptureFixture[str]) -> None:

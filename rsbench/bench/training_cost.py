@@ -13,11 +13,15 @@ ratio of epoch times.
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
 import os
+import shutil
 import statistics
+import tempfile
 import time
 import warnings
+from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
@@ -26,11 +30,13 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
-from omegaconf import open_dict
+from omegaconf import OmegaConf, open_dict
 from torch.utils.data import DataLoader, TensorDataset
 
+from rsbench.checkpoint import make_checkpoint, write_checkpoint
 from rsbench.methods.base import SmoothingModule
 from rsbench.methods.catrs import CATRS
+from rsbench.methods.denoiser import DenoiserTraining
 from rsbench.runs.allocator import reexec_with_fast_allocator
 from rsbench.runs.cli import config_dir
 
@@ -42,7 +48,10 @@ first epochs (then it costs nothing beyond its base method), so the benchmark ti
 
 
 class PassCounter(pl.Callback):
-    """Times every training batch and counts the rows the network sees forward and backward."""
+    """Times every training batch and counts the rows the trained network sees forward and backward.
+
+    The trained network is the base classifier, or for denoised smoothing the denoiser in front of the frozen one.
+    """
 
     def __init__(self) -> None:
         self.seconds: list[float] = []
@@ -51,9 +60,9 @@ class PassCounter(pl.Callback):
         self._start = 0.0
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        """Hook the counters onto the method's network."""
+        """Hook the counters onto the method's trained network."""
         assert isinstance(pl_module, SmoothingModule)
-        net = pl_module.net
+        net = pl_module.composed.denoiser if isinstance(pl_module, DenoiserTraining) else pl_module.net
         net.register_forward_hook(self._count_forward)
         net.register_full_backward_hook(self._count_backward)
 
@@ -84,7 +93,17 @@ def build_method(method: str, dataset: str, arch: str, sigma: float) -> Smoothin
         cfg.hydra.runtime.output_dir = "outputs/bench"
     HydraConfig.instance().set_config(cfg)
     net = instantiate(cfg.arch)
+    if OmegaConf.is_missing(cfg.method, "classifier_ckpt"):
+        with open_dict(cfg):  # denoised smoothing: a fresh classifier costs what a trained one does
+            cfg.method.classifier_ckpt = str(frozen_classifier(instantiate(cfg.arch), sigma))
     return instantiate(cfg.method, net=net, optimizer=instantiate(cfg.optimizer))
+
+
+def frozen_classifier(net: torch.nn.Module, sigma: float) -> Path:
+    """A checkpoint of ``net`` as it was initialised, for a method that trains in front of a frozen classifier."""
+    folder = Path(tempfile.mkdtemp(prefix="rsbench-bench-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return write_checkpoint(make_checkpoint(net, sigma, "standard"), folder / "classifier.ckpt")
 
 
 def time_method(module: SmoothingModule, loader: DataLoader, batches: int) -> tuple[float, float, float]:
