@@ -2,7 +2,7 @@
 
 The CAT-RS authors (alinlab/smoothing-catrs, MIT licence) released one Cohen-format certification TSV per method,
 dataset and sigma of their tables. rsbench ships them, unchanged but for the ``time`` column (dropped: it is the
-authors' wall clock, not a result) and gzip, so that a run can be paired with the authors' model image by image
+authors' wall clock, not a result; its median per file goes into the index) and gzip, so that a run can be paired with the authors' model image by image
 (``python -m rsbench.report --against-released``) and the replay benchmark can use them. Every file is listed in
 ``index.csv`` with its repository, commit, path in the repository and the SHA-256 of the original file. What the
 training log beside a TSV (``log.txt``: one line per epoch with its seconds, learning rate, train and noisy test loss
@@ -104,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     paths = set(git(args.repository, "ls-tree", "-r", "--name-only", "HEAD", "data").decode().splitlines())
     for folder, method_folder, sigma, path in logs_in(args.repository):
         original = git(args.repository, "show", f"HEAD:{path}")
-        frame = pd.read_csv(io.BytesIO(original), sep="\t")[COLUMNS]
+        frame = pd.read_csv(io.BytesIO(original), sep="\t")
+        seconds = pd.to_timedelta(frame["time"]).dt.total_seconds().median()
+        frame = frame[COLUMNS]
         dataset, arch = DATASETS[folder]
         method = METHODS[method_folder]
         local = Path(dataset) / method / f"sigma_{sigma:g}.tsv.gz"
@@ -129,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
                 "n0": 100,
                 "n": 100000,
                 "alpha": 0.001,
+                "seconds_per_image": f"{seconds:.3g}",
                 "file": local.as_posix(),
             }
         )

@@ -2,8 +2,8 @@
 
 ``released/index.csv`` (next to this module) lists every log: the repository, commit and path it was taken from,
 the SHA-256 of the original file, the method (rsbench's name), the variant, dataset, architecture, sigma, the number
-of images and the protocol (n0, n, alpha), and the file under ``released/`` (a gzipped Cohen-format TSV, ``time``
-column dropped). ``experiments/import_released_logs.py`` rebuilds the folder from a clone of the repository.
+of images and the protocol (n0, n, alpha), the median of the ``time`` column (seconds per image on the authors'
+GPU) and the file under ``released/`` (a gzipped Cohen-format TSV, ``time`` column dropped). ``experiments/import_released_logs.py`` rebuilds the folder from a clone of the repository.
 
 These are the CAT-RS authors' logs (alinlab/smoothing-catrs, MIT licence, ``released/LICENSE``): every method of
 their CIFAR-10 and Fashion-MNIST tables and CAT-RS on MNIST, all test images at n = 100,000, alpha = 0.001.
@@ -33,6 +33,8 @@ class ReleasedLog:
         method, variant, dataset, arch, sigma: what it certifies, in rsbench's names (variant as ``key=value``).
         images: the number of certified test images.
         n0, n, alpha: the certification protocol.
+        seconds_per_image: the median of the original's ``time`` column: the authors' wall clock per image (their
+            GPU), for estimating what certifying costs on one.
         file: the shipped copy.
     """
 
@@ -48,6 +50,7 @@ class ReleasedLog:
     n0: int
     n: int
     alpha: float
+    seconds_per_image: float
     file: Path
 
     @property
@@ -84,6 +87,7 @@ def released_logs(
             n0=int(row.n0),
             n=int(row.n),
             alpha=float(row.alpha),
+            seconds_per_image=float(row.seconds_per_image),
             file=Path(str(folder.joinpath(row.file))),
         )
         for row in index.itertuples()
