@@ -2,12 +2,13 @@
 
 The CAT-RS authors (alinlab/smoothing-catrs, MIT licence) released one Cohen-format certification TSV per method,
 dataset and sigma of their tables. rsbench ships them, unchanged but for the ``time`` column (dropped: it is the
-authors' wall clock, not a result; its median per file goes into the index) and gzip, so that a run can be paired with the authors' model image by image
-(``python -m rsbench.report --against-released``) and the replay benchmark can use them. Every file is listed in
-``index.csv`` with its repository, commit, path in the repository and the SHA-256 of the original file. What the
-training log beside a TSV (``log.txt``: one line per epoch with its seconds, learning rate, train and noisy test loss
-and accuracy) states goes into ``training_logs.csv``: the epochs logged, the learning rate of every epoch (run-length
-coded), the last epoch's noisy test accuracy and the median seconds per epoch on the authors' GPU.
+authors' wall clock, not a result; its median per file goes into the index) and gzip, so that a run can be paired with
+the authors' model image by image (``python -m rsbench.report --against-released``) and the replay benchmark can use
+them. Every file is listed in ``index.csv`` with its repository, commit, path in the repository and the SHA-256 of the
+original file. What the training log beside a TSV (``log.txt``: one line per epoch with its seconds, learning rate,
+train and noisy test loss and accuracy) states goes into ``training_logs.csv``: the epochs logged, the learning rate of
+every epoch (run-length coded), the last epoch's noisy test accuracy and the median seconds per epoch on the authors'
+GPU.
 
 Usage (after fetching the repository, e.g. ``git clone https://github.com/alinlab/smoothing-catrs``)::
 

@@ -1,9 +1,10 @@
 """The authors' released per-image certification logs that ship with rsbench, as data.
 
-``released/index.csv`` (next to this module) lists every log: the repository, commit and path it was taken from,
-the SHA-256 of the original file, the method (rsbench's name), the variant, dataset, architecture, sigma, the number
-of images and the protocol (n0, n, alpha), the median of the ``time`` column (seconds per image on the authors'
-GPU) and the file under ``released/`` (a gzipped Cohen-format TSV, ``time`` column dropped). ``experiments/import_released_logs.py`` rebuilds the folder from a clone of the repository.
+``released/index.csv`` (next to this module) lists every log: the repository, commit and path it was taken from, the
+SHA-256 of the original file, the method (rsbench's name), the variant, dataset, architecture, sigma, the number of
+images and the protocol (n0, n, alpha), the median of the ``time`` column (seconds per image on the authors' GPU) and
+the file under ``released/`` (a gzipped Cohen-format TSV, ``time`` column dropped).
+``experiments/import_released_logs.py`` rebuilds the folder from a clone of the repository.
 
 These are the CAT-RS authors' logs (alinlab/smoothing-catrs, MIT licence, ``released/LICENSE``): every method of
 their CIFAR-10 and Fashion-MNIST tables and CAT-RS on MNIST, all test images at n = 100,000, alpha = 0.001.

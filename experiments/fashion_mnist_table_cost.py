@@ -1,0 +1,149 @@
+"""What each cell of the Fashion-MNIST table costs: measured here on CPU, and on the authors' GPU from their logs.
+
+    python -m rsbench.bench.training_cost --dataset fashion_mnist --sigma 0.5 > bench.txt   # ratios to Gaussian
+    python experiments/fashion_mnist_table_cost.py --bench bench.txt --epoch-seconds 42 [--images 500]
+
+A cell is one method at one sigma (seed 0): training with the authors' recipe, then CERTIFY (n = 100,000) on
+``--images`` test images (500: the every-20th subset). Per cell:
+
+- CPU training, core-hours = ``--epoch-seconds`` (one Gaussian epoch over the 60,000 images on one core, measured on
+  a run of the table) x the method's cost per loader batch relative to Gaussian (the training-cost benchmark, same
+  LeNet, batch 256) x the recipe's epochs (the authors' logs: 90, CAT-RS 150);
+- CPU certification, core-hours = the median ``time`` per image of the certify.tsv files under ``--runs`` (one core,
+  n = 100,000) x images;
+- GPU training and certification, minutes = the authors' own wall clock: the median seconds per epoch of their
+  training log x epochs, and the median seconds per image of their released certification log x images
+  (``rsbench.report.released``; their GPU, unnamed in the paper).
+
+CAT-RS needs two more things once for all three sigmas, listed on their own line: a sigma = 0.25 Gaussian teacher
+trained with the CAT-RS schedule (150 epochs), and the teacher's votes, N = 10,000 noisy samples of each of the 60,000
+training images (6e8 forward passes: 6,000 times one certified image at n = 100,000; estimated from the
+certification rate on both machines).
+A cell with a run under ``--runs`` is marked with the images it has certified.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from rsbench.report.released import released_logs, training_logs
+
+METHODS = ("gaussian", "stability", "smoothadv", "macer", "consistency", "smoothmix", "catrs")
+SIGMAS = (0.25, 0.5, 1.0)
+TRAIN_IMAGES = 60_000
+TEACHER_VOTES = 10_000  # CAT-RS's N per training image (conf/method/catrs.yaml teacher_num_samples)
+CERTIFY_SAMPLES = 100_000 + 100  # n + n0 per certified image
+
+
+def bench_ratios(text: str) -> dict[str, float]:
+    """The ``x gaussian`` column of the training-cost benchmark's printed table, by method."""
+    ratios = {}
+    for line in text.splitlines():
+        cells = line.split()
+        if len(cells) == 5 and cells[0] in METHODS:
+            ratios[cells[0]] = float(cells[2])
+    missing = [m for m in METHODS if m not in ratios]
+    if missing:
+        raise SystemExit(f"the benchmark output lacks {missing}: run it with every method (the default)")
+    return ratios
+
+
+def measured_runs(folder: Path) -> tuple[dict[tuple[str, float], int], float]:
+    """The cells run under ``folder`` (images certified) and the median CPU seconds per certified image."""
+    done: dict[tuple[str, float], int] = {}
+    seconds: list[float] = []
+    for metrics in sorted(folder.rglob("metrics.json")):
+        facts = json.loads(metrics.read_text())
+        done[(facts["method"], float(facts["sigma"]))] = int(facts["num_images"])
+        seconds += pd.read_csv(metrics.parent / "certify.tsv", sep="\t")["time"].tolist()
+    if not seconds:
+        raise SystemExit(f"no run with metrics.json and certify.tsv under {folder}")
+    return done, statistics.median(seconds)
+
+
+def gpu_facts(method: str, sigma: float) -> tuple[int, float, float]:
+    """Epochs, seconds per epoch and seconds per certified image from the authors' Fashion-MNIST logs."""
+    logs = training_logs()
+    row = logs[(logs.method == method) & (logs.dataset == "fashion_mnist") & (logs.sigma == sigma)].iloc[0]
+    (released,) = released_logs(dataset="fashion_mnist", method=method, sigma=sigma)
+    return int(row.last_epoch) + 1, float(row.median_seconds_per_epoch), released.seconds_per_image
+
+
+def table(
+    ratios: dict[str, float],
+    epoch_seconds: float,
+    certify_seconds: float,
+    images: int,
+    done: dict[tuple[str, float], int],
+) -> list[str]:
+    """The markdown lines: one per cell, CAT-RS's one-off teacher, and the totals of the cells not run."""
+    lines = [
+        "| method | sigma | epochs | x Gaussian (CPU) | CPU training, core-h | CPU certification, core-h | "
+        "GPU training, min | GPU certification, min | run here |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    left_cpu = left_gpu = 0.0
+    for method in METHODS:
+        for sigma in SIGMAS:
+            epochs, gpu_epoch, gpu_image = gpu_facts(method, sigma)
+            cpu_train = epoch_seconds * ratios[method] * epochs / 3600
+            cpu_cert = certify_seconds * images / 3600
+            gpu_train, gpu_cert = gpu_epoch * epochs / 60, gpu_image * images / 60
+            run = done.get((method, sigma))
+            if run is None:
+                left_cpu += cpu_train + cpu_cert
+                left_gpu += gpu_train + gpu_cert
+            elif run < images:
+                left_cpu += certify_seconds * (images - run) / 3600
+                left_gpu += gpu_image * (images - run) / 60
+            lines.append(
+                f"| {method} | {sigma:g} | {epochs} | {ratios[method]:.2f} | {cpu_train:.1f} | {cpu_cert:.1f} | "
+                f"{gpu_train:.0f} | {gpu_cert:.0f} | {'no' if run is None else f'{run} images'} |"
+            )
+    votes = TRAIN_IMAGES * TEACHER_VOTES / CERTIFY_SAMPLES  # in certified-image equivalents
+    _, teacher_gpu_epoch, teacher_gpu_image = gpu_facts("gaussian", 0.25)
+    cpu_teacher = epoch_seconds * 150 / 3600 + certify_seconds * votes / 3600
+    gpu_teacher = teacher_gpu_epoch * 150 / 60 + teacher_gpu_image * votes / 60
+    if not any(method == "catrs" for method, _ in done):
+        left_cpu, left_gpu = left_cpu + cpu_teacher, left_gpu + gpu_teacher
+    lines += [
+        "",
+        f"CAT-RS's teacher, once for the three sigmas: 150 Gaussian epochs and {TRAIN_IMAGES * TEACHER_VOTES:.0e} "
+        f"votes: {cpu_teacher:.1f} core-hours on CPU, {gpu_teacher:.0f} min on the authors' GPU.",
+        f"Left to run ({images} images per cell): {left_cpu:.0f} core-hours on CPU ({left_cpu / 2:.0f} hours on 2 "
+        f"cores), {left_gpu / 60:.1f} hours on one GPU like the authors'.",
+    ]
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the cost table."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bench", type=Path, required=True, help="the training-cost benchmark's output")
+    parser.add_argument(
+        "--epoch-seconds",
+        type=float,
+        required=True,
+        help="seconds of one Gaussian epoch (60,000 images) on one core, measured",
+    )
+    parser.add_argument("--runs", type=Path, default=Path("experiments/fashion_mnist_table/runs"))
+    parser.add_argument("--images", type=int, default=500, help="certified images per cell (500: every 20th)")
+    args = parser.parse_args(argv)
+    ratios = bench_ratios(args.bench.read_text())
+    done, certify_seconds = measured_runs(args.runs)
+    print(
+        f"CPU: one Gaussian epoch {args.epoch_seconds:g} s on one core; certification {certify_seconds:.1f} s per "
+        f"image (median over {args.runs}); GPU: the authors' logs"
+    )
+    print("\n".join(table(ratios, args.epoch_seconds, certify_seconds, args.images, done)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,54 @@
+"""experiments/fashion_mnist_table_cost.py: a cell's cost from the benchmark, the committed runs, the authors' logs."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = ROOT / "experiments" / "fashion_mnist_table" / "runs"
+BENCH = """method           ms/batch  x gaussian  fwd rows/img  bwd rows/img
+gaussian             40.0        1.00           1.0           1.0
+catrs               100.0        2.50           2.0           2.0
+consistency          80.0        2.00           2.0           2.0
+ddrs                 40.0        1.00           1.0           1.0
+macer               640.0       16.00          16.0          16.0
+smoothadv           480.0       12.00          12.0           2.0
+smoothmix           400.0       10.00          10.0           2.0
+stability            80.0        2.00           2.0           2.0
+"""
+
+
+def load_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("table_cost", ROOT / "experiments" / "fashion_mnist_table_cost.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_each_cell_costs_its_epochs_times_its_ratio_and_the_authors_gpu_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bench = tmp_path / "bench.txt"
+    bench.write_text(BENCH)
+    assert load_script().main(["--bench", str(bench), "--epoch-seconds", "40", "--runs", str(RUNS)]) == 0
+    out = capsys.readouterr().out
+    cells = {}
+    for line in out.splitlines():
+        parts = [p.strip() for p in line.strip("|").split("|")]
+        if len(parts) == 9 and parts[0] in {"gaussian", "macer", "catrs"}:
+            cells[parts[0], float(parts[1])] = parts[2:]
+    seconds = pd.concat(pd.read_csv(t, sep="\t")["time"] for t in sorted(RUNS.rglob("certify.tsv"))).median()
+    certification = f"{seconds * 500 / 3600:.1f}"
+    # Gaussian at 0.25: 90 epochs x 40 s = 1.0 core-hour; the authors' log: 2.29 s per epoch (3.4 min), 1.0 s per
+    # certified image (8.3 min for 500); the committed run certified 105 images
+    assert cells["gaussian", 0.25] == ["90", "1.00", "1.0", certification, "3", "8", "105 images"]
+    assert cells["macer", 0.5] == ["90", "16.00", "16.0", certification, "31", "3", "no"]  # 20.6 s/epoch, 0.363 s
+    assert cells["catrs", 1.0][:3] == ["150", "2.50", "4.2"]  # CAT-RS's 150 epochs
+    assert "CAT-RS's teacher, once for the three sigmas" in out
