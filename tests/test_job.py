@@ -275,6 +275,9 @@ def test_settings_that_would_fail_mid_epoch_fail_before_any_work(make_cfg) -> No
         check_config(make_cfg("method=catrs", "dataset.batch_size=2"))
     with pytest.raises(ConfigError, match=r"method.teacher_ckpt='nope.ckpt' is not a file"):
         check_config(make_cfg("method=catrs", "method.teacher_ckpt=nope.ckpt"))
+    with pytest.raises(ConfigError, match=r"trainer.max_epochs=0 trains nothing.*train=false ckpt_path="):
+        check_config(make_cfg("trainer.max_epochs=0"))  # it certified an untrained model as the run's result
+    check_config(make_cfg("trainer.max_epochs=0", "test=false"))  # nothing certified: harmless
 
 
 def test_a_missing_dataset_stops_the_run_before_it_writes_anything(make_cfg, tmp_path: Path) -> None:

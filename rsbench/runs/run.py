@@ -54,6 +54,11 @@ def check_config(cfg: DictConfig) -> None:
         raise ConfigError(f"test_ckpt must be 'best' or 'last', got {cfg.test_ckpt!r}")
     if not cfg.train and not cfg.test:
         raise ConfigError("train=false and test=false leave nothing to do")
+    if cfg.train and cfg.test and cfg.trainer.get("max_epochs") == 0 and not cfg.ckpt_path:
+        raise ConfigError(
+            "trainer.max_epochs=0 trains nothing, and the run would certify an untrained model: give it epochs, or "
+            "certify a trained model with train=false ckpt_path=<path to a .ckpt>"
+        )
     check_given(cfg)  # checkpoints the config gives for what the method needs before it trains
     check_accelerator(str(cfg.trainer.get("accelerator", "auto")))
     chunks, batch = cfg.method.get("steps_per_batch", 1), cfg.dataset.batch_size
