@@ -1,6 +1,8 @@
 """What several test modules use: the real config composed in process, quiet trainers, small models, rows, files.
 
-Test modules import from here, never from each other or from ``conftest.py`` (which holds the fixtures only).
+Test modules import from here, or from the modules beside it that have one job each (``classifiers.py``: known-answer
+base classifiers; ``stats.py``: the coverage protocol, p-values and noise laws; ``run_folders.py``: run folders for
+the report), never from each other or from ``conftest.py`` (which holds the fixtures only).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The attack beside the certificate: SmoothAdv's PGD in three norms, empirical accuracy, and the certificate check.
 
-The known classifier is the coordinate classifier of test_certificates.py (class 1 iff z_0 + b > 0, margin m): its
+The known classifier is the coordinate classifier of tests/classifiers.py (class 1 iff z_0 + b > 0, margin m): its
 smoothed classifier changes class exactly at distance m in every norm, so an attack within m must fail and one
 beyond m must succeed, and certificates that claim more than m must be caught.
 """
@@ -25,8 +25,8 @@ from rsbench.errors import ProtocolMismatchError
 from rsbench.methods.attacks import frozen, pgd_l2_smoothed
 from rsbench.runs.certify_model import certify_model
 from rsbench.runs.run import build_callbacks, run
+from tests.classifiers import Coordinate
 from tests.helpers import QUIET, compose_config
-from tests.test_certificates import Coordinate
 
 SIGMA = 0.25
 MARGIN = 0.3

@@ -14,8 +14,6 @@ import math
 import numpy as np
 import pytest
 import torch
-from scipy.stats import laplace, norm, uniform
-from torch import nn
 
 from rsbench import Smooth
 from rsbench.certify.bounds import certified_radius, clopper_pearson_lower, radius_cap
@@ -27,27 +25,13 @@ from rsbench.certify.certificates import (
     uniform_linf,
 )
 from rsbench.certify.threat import ThreatModel
+from tests.classifiers import Coordinate
+from tests.stats import noise_cdfs
 
 SIGMA = 0.5
 LAPLACE = SIGMA / math.sqrt(2)  # lambda
 UNIFORM = SIGMA * math.sqrt(3)
-CDF = {
-    "gaussian": norm(scale=SIGMA).cdf,
-    "laplace": laplace(scale=LAPLACE).cdf,
-    "uniform": uniform(loc=-UNIFORM, scale=2 * UNIFORM).cdf,
-}
-
-
-class Coordinate(nn.Module):
-    """f(z) = [z_0 + b > 0] as logits (-h, h), h = z_0 + b."""
-
-    def __init__(self, b: float) -> None:
-        super().__init__()
-        self.b = b
-
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        h = z.flatten(1)[:, 0] + self.b
-        return torch.stack([-h, h], dim=1)
+CDF = noise_cdfs(SIGMA)
 
 
 def coordinate_problem(margin: float, dim: int = 16) -> tuple[Coordinate, torch.Tensor]:

@@ -7,27 +7,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch import nn
 
-from rsbench.certify.pipeline import Certification, Subject
+from rsbench.certify.pipeline import Certification
 from rsbench.certify.records import read_rows
 from rsbench.certify.settings import CertifySettings, Protocol, SequentialSchedule, Speed, Subset
+from tests.classifiers import IMAGES, SUBJECT
 
-
-class Brightness(nn.Module):
-    """Votes by the image's mean brightness: class round(3 * mean), of 4 classes."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.scale = nn.Parameter(torch.ones(()))  # something to fingerprint
-
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        target = (z.flatten(1).mean(dim=1) * 3 * self.scale).round().clamp(0, 3).long()
-        return nn.functional.one_hot(target, 4).float()
-
-
-IMAGES = [(torch.full((1, 4, 4), v), round(3 * v)) for v in torch.linspace(0.05, 0.95, 12).tolist()]
-SUBJECT = Subject(Brightness(), 4, 0.25, {"method": "test", "dataset": "brightness", "arch": "brightness"})
 SETTINGS = CertifySettings(Protocol(n0=20, n=200, alpha=0.01), Subset(skip=2), Speed(batch_size=100))
 
 

@@ -22,20 +22,8 @@ from rsbench.certify.sequential import LookSchedule, certify_group, certify_sequ
 from rsbench.certify.settings import CertifySettings, Protocol, SequentialSchedule
 from rsbench.errors import ConfigError, ProtocolMismatchError
 from rsbench.runs.run import run
+from tests.classifiers import Linear
 from tests.helpers import QUIET, ROOT, compose_config
-
-
-class Linear(nn.Module):
-    """f(z) = [w.z + b > 0] as logits (-h, h): class 1 on the positive side of the hyperplane."""
-
-    def __init__(self, w: torch.Tensor, b: float) -> None:
-        super().__init__()
-        self.register_buffer("w", w.flatten().float())
-        self.b = b
-
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        h = z.flatten(1) @ self.w + self.b
-        return torch.stack([-h, h], dim=1)
 
 
 class Recorder(nn.Module):

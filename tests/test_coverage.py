@@ -13,32 +13,16 @@ also compared with it (two-sided, p >= 1e-3), which catches an over-conservative
 import numpy as np
 import pytest
 import torch
-from scipy.stats import beta, binom, binomtest, norm
-from torch import nn
+from scipy.stats import binom, binomtest, norm
 
 from rsbench import Smooth
 from rsbench.certify import Certificate
 from rsbench.certify.bounds import certified_radius, clopper_pearson_lower
 from rsbench.certify.seeding import ESTIMATION, derive_seed, make_generator
+from tests.classifiers import Linear
+from tests.stats import ALPHA, N0, P_FLAG, N, agreement_p_value, lower_bounds, soundness_p_value
 
 SIGMA = 0.25
-ALPHA = 0.05
-N0 = 100
-N = 1000
-P_FLAG = 1e-3  # reject "the certifier is sound" only below this p-value: a false alarm at most 1 run in 1000
-
-
-class Linear(nn.Module):
-    """f(z) = [w.z + b > 0] as two logits (-h, h) with h = w.z + b: class 1 on the positive side."""
-
-    def __init__(self, w: torch.Tensor, b: float) -> None:
-        super().__init__()
-        self.register_buffer("w", w.flatten().float())
-        self.b = b
-
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        h = z.flatten(1) @ self.w + self.b
-        return torch.stack([-h, h], dim=1)
 
 
 class EstimationArgmaxSmooth(Smooth):
@@ -104,13 +88,6 @@ def is_failure(cert: Certificate, true_class: int, margin: float) -> bool:
     return not cert.abstained and (cert.prediction != true_class or cert.radius > abs(margin))
 
 
-def lower_bounds(n: int, alpha: float) -> np.ndarray:
-    """CERTIFY's Clopper-Pearson bound for every count k = 0..n (Beta(k, n-k+1) quantile; 0 at k = 0)."""
-    k = np.arange(n + 1)
-    with np.errstate(invalid="ignore"):
-        return np.where(k == 0, 0.0, beta.ppf(alpha, np.maximum(k, 1), n - k + 1))
-
-
 def exact_failure_rate(margin: float, n0: int = N0, n: int = N, alpha: float = ALPHA, sigma: float = SIGMA) -> float:
     """P(failure) of Cohen's CERTIFY for the linear classifier, from the binomial laws of the two vote counts.
 
@@ -140,15 +117,6 @@ def predict_rates(p_one: float, n: int = N, alpha: float = ALPHA) -> tuple[float
     pmf = binom.pmf(k, n, p_one)
     rejects = p_values <= alpha
     return float(pmf[rejects & (k < n - k)].sum()), float(pmf[rejects & (k > n - k)].sum())
-
-
-def soundness_p_value(failures: int, trials: int, alpha: float = ALPHA) -> float:
-    """One-sided binomial test of H0 "failure probability <= alpha"; small means too many failures."""
-    return float(binomtest(failures, trials, alpha, alternative="greater").pvalue)
-
-
-def agreement_p_value(successes: int, trials: int, rate: float) -> float:
-    return float(binomtest(successes, trials, rate).pvalue)
 
 
 # ---------------------------------------------------------------------------------------------- CERTIFY coverage

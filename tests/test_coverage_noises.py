@@ -16,27 +16,18 @@ import math
 import numpy as np
 import pytest
 import torch
-from scipy.stats import binom, laplace, norm, uniform
+from scipy.stats import binom
 
 from rsbench import Smooth
 from rsbench.certify import certificates
 from rsbench.certify.seeding import derive_seed
 from rsbench.certify.threat import ThreatModel
-from tests.test_certificates import Coordinate
-from tests.test_coverage import ALPHA, N0, P_FLAG, N, agreement_p_value, lower_bounds, soundness_p_value
+from tests.classifiers import Coordinate
+from tests.stats import ALPHA, N0, P_FLAG, N, agreement_p_value, lower_bounds, noise_ppfs, soundness_p_value
 
 SIGMA = 0.25
 DIM = 32
-CDF = {
-    "gaussian": norm(scale=SIGMA).cdf,
-    "laplace": laplace(scale=SIGMA / math.sqrt(2)).cdf,
-    "uniform": uniform(loc=-SIGMA * math.sqrt(3), scale=2 * SIGMA * math.sqrt(3)).cdf,
-}
-PPF = {
-    "gaussian": norm(scale=SIGMA).ppf,
-    "laplace": laplace(scale=SIGMA / math.sqrt(2)).ppf,
-    "uniform": uniform(loc=-SIGMA * math.sqrt(3), scale=2 * SIGMA * math.sqrt(3)).ppf,
-}
+PPF = noise_ppfs(SIGMA)
 
 
 def certify_trials(noise: str, norm_: str | None, p_one: float, trials: int, key: int) -> tuple[list, float]:

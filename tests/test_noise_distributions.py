@@ -10,19 +10,16 @@ import math
 
 import pytest
 import torch
-from scipy.stats import kstest, laplace, norm, uniform
+from scipy.stats import kstest
 
 from rsbench.certify.smooth import Smooth
 from rsbench.noise import NoiseMixin
 from rsbench.noise_distributions import GAUSSIAN, NOISES, noise_distribution
+from tests.stats import noise_cdfs
 
 SIGMA = 0.5
 DRAWS = 200_000
-CDFS = {
-    "gaussian": norm(scale=SIGMA).cdf,
-    "laplace": laplace(scale=SIGMA / math.sqrt(2)).cdf,
-    "uniform": uniform(loc=-SIGMA * math.sqrt(3), scale=2 * SIGMA * math.sqrt(3)).cdf,
-}
+CDFS = noise_cdfs(SIGMA)
 
 
 class Module(NoiseMixin):

@@ -1,7 +1,7 @@
 """The report with threat models and attacks: every row names its norm and noise, rows of different norms are never
 merged, compared or paired, and attacked runs get a table of empirical beside certified accuracy.
 
-Run folders are written with rsbench's writers (tests/test_report.py's ``make_run``, the attack's own records).
+Run folders are written with rsbench's writers (tests/run_folders.py's ``make_run``, the attack's own records).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from rsbench.attack.records import AttackRow, append_image
 from rsbench.certify.records import read_rows
 from rsbench.report.__main__ import main
-from tests.test_report import make_run, radii_of, run_report
+from tests.run_folders import make_run, radii_of, run_report
 
 L1 = {"norm": "l1", "noise": "laplace"}
 

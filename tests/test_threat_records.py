@@ -24,7 +24,7 @@ from rsbench.certify.records import (
 )
 from rsbench.certify.settings import CertifySettings, Protocol, Speed, Subset
 from rsbench.errors import ProtocolMismatchError
-from tests.test_certify_pipeline import IMAGES, SUBJECT
+from tests.classifiers import IMAGES, SUBJECT
 
 LAPLACE = CertifySettings(Protocol(n0=20, n=200, alpha=0.01, noise="laplace"), Subset(skip=2), Speed(batch_size=100))
 DEFAULT = CertifySettings(Protocol(n0=20, n=200, alpha=0.01), Subset(skip=2), Speed(batch_size=100))
