@@ -1,14 +1,16 @@
 """What each cell of the Fashion-MNIST table costs: measured here on CPU, and on the authors' GPU from their logs.
 
     python -m rsbench.bench.training_cost --dataset fashion_mnist --sigma 0.5 > bench.txt   # ratios to Gaussian
-    python experiments/fashion_mnist_table_cost.py --bench bench.txt --epoch-seconds 42 [--images 500]
+    python experiments/fashion_mnist_table_cost.py --bench bench.txt [more.txt] --epoch-seconds 47 [--images 500]
 
 A cell is one method at one sigma (seed 0): training with the authors' recipe, then CERTIFY (n = 100,000) on
 ``--images`` test images (500: the every-20th subset). Per cell:
 
 - CPU training, core-hours = ``--epoch-seconds`` (one Gaussian epoch over the 60,000 images on one core, measured on
   a run of the table) x the method's cost per loader batch relative to Gaussian (the training-cost benchmark, same
-  LeNet, batch 256) x the recipe's epochs (the authors' logs: 90, CAT-RS 150);
+  LeNet, batch 256; from the benchmark run at the cell's sigma when one is given, else from the first that has the
+  method: a recipe whose cost changes with sigma, e.g. SmoothMix's T = 2 / 4 / 8 on MNIST, needs one per sigma)
+  x the recipe's epochs (the authors' logs: 90, CAT-RS 150);
 - CPU certification, core-hours = the median ``time`` per image of the certify.tsv files under ``--runs`` (one core,
   n = 100,000) x images;
 - GPU training and certification, minutes = the authors' own wall clock: the median seconds per epoch of their
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,16 +44,28 @@ TEACHER_VOTES = 10_000  # CAT-RS's N per training image (conf/method/catrs.yaml 
 CERTIFY_SAMPLES = 100_000 + 100  # n + n0 per certified image
 
 
-def bench_ratios(text: str) -> dict[str, float]:
-    """The ``x gaussian`` column of the training-cost benchmark's printed table, by method."""
-    ratios = {}
-    for line in text.splitlines():
-        cells = line.split()
-        if len(cells) == 5 and cells[0] in METHODS:
-            ratios[cells[0]] = float(cells[2])
-    missing = [m for m in METHODS if m not in ratios]
+def bench_ratios(texts: Sequence[str]) -> dict[tuple[str, float], float]:
+    """The ``x gaussian`` column of the training-cost benchmark's printed tables, by method and cell sigma.
+
+    A table applies to its own sigma (its header's ``sigma=``); a method it lacks at a sigma comes from the first
+    table that has it.
+    """
+    measured: list[tuple[float, dict[str, float]]] = []
+    for text in texts:
+        found = re.search(r"sigma=([0-9.]+)", text)
+        if found is None:
+            raise SystemExit("a benchmark output without its 'sigma=' header: pass what training_cost printed")
+        table = {cells[0]: float(cells[2]) for cells in map(str.split, text.splitlines()) if len(cells) == 5}
+        measured.append((float(found.group(1)), {m: r for m, r in table.items() if m in METHODS}))
+    missing = [m for m in METHODS if not any(m in table for _, table in measured)]
     if missing:
-        raise SystemExit(f"the benchmark output lacks {missing}: run it with every method (the default)")
+        raise SystemExit(f"the benchmark outputs lack {missing}: run it with every method (the default)")
+    ratios = {}
+    for method in METHODS:
+        fallback = next(table[method] for _, table in measured if method in table)
+        for sigma in SIGMAS:
+            own = [table[method] for s, table in measured if s == sigma and method in table]
+            ratios[method, sigma] = own[0] if own else fallback
     return ratios
 
 
@@ -76,7 +91,7 @@ def gpu_facts(method: str, sigma: float) -> tuple[int, float, float]:
 
 
 def table(
-    ratios: dict[str, float],
+    ratios: dict[tuple[str, float], float],
     epoch_seconds: float,
     certify_seconds: float,
     images: int,
@@ -92,7 +107,7 @@ def table(
     for method in METHODS:
         for sigma in SIGMAS:
             epochs, gpu_epoch, gpu_image = gpu_facts(method, sigma)
-            cpu_train = epoch_seconds * ratios[method] * epochs / 3600
+            cpu_train = epoch_seconds * ratios[method, sigma] * epochs / 3600
             cpu_cert = certify_seconds * images / 3600
             gpu_train, gpu_cert = gpu_epoch * epochs / 60, gpu_image * images / 60
             run = done.get((method, sigma))
@@ -103,7 +118,7 @@ def table(
                 left_cpu += certify_seconds * (images - run) / 3600
                 left_gpu += gpu_image * (images - run) / 60
             lines.append(
-                f"| {method} | {sigma:g} | {epochs} | {ratios[method]:.2f} | {cpu_train:.1f} | {cpu_cert:.1f} | "
+                f"| {method} | {sigma:g} | {epochs} | {ratios[method, sigma]:.2f} | {cpu_train:.1f} | {cpu_cert:.1f} | "
                 f"{gpu_train:.0f} | {gpu_cert:.0f} | {'no' if run is None else f'{run} images'} |"
             )
     votes = TRAIN_IMAGES * TEACHER_VOTES / CERTIFY_SAMPLES  # in certified-image equivalents
@@ -125,7 +140,7 @@ def table(
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the cost table."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bench", type=Path, required=True, help="the training-cost benchmark's output")
+    parser.add_argument("--bench", type=Path, nargs="+", required=True, help="the training-cost benchmark's outputs")
     parser.add_argument(
         "--epoch-seconds",
         type=float,
@@ -135,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=Path, default=Path("experiments/fashion_mnist_table/runs"))
     parser.add_argument("--images", type=int, default=500, help="certified images per cell (500: every 20th)")
     args = parser.parse_args(argv)
-    ratios = bench_ratios(args.bench.read_text())
+    ratios = bench_ratios([path.read_text() for path in args.bench])
     done, certify_seconds = measured_runs(args.runs)
     print(
         f"CPU: one Gaussian epoch {args.epoch_seconds:g} s on one core; certification {certify_seconds:.1f} s per "
