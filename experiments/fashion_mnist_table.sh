@@ -20,8 +20,9 @@
 #   METHODS="gaussian stability smoothadv macer consistency smoothmix catrs"   SIGMAS="0.25 0.5 1.0"   SEEDS=0
 #   SUBSET=every20   every 20th test image (500 images, indices 0, 20, ..., 9980); full: all 10,000
 # Extra arguments are Hydra overrides for every run (e.g. trainer=gpu, dataset.num_workers=0). A finished run is kept
-# when the command is run again; a stopped one resumes. Cost (measured, experiments/fashion_mnist_table/README.md):
-# one Gaussian cell is ~1 h of training and ~1-3 h of certification of 500 images on one CPU core; minutes on a GPU.
+# when the command is run again; a stopped one resumes. Cost (measured, experiments/fashion_mnist_table/README.md;
+# every cell: python experiments/fashion_mnist_table_cost.py): one Gaussian cell is about 1.1 h of training and
+# 2.6 h of certification of 500 images on one CPU core, the whole table about 500 core-hours; about 20 h on one GPU.
 set -euo pipefail
 SWEEP=${SWEEP:-multirun/fashion_mnist_table}
 METHODS=${METHODS:-"gaussian stability smoothadv macer consistency smoothmix catrs"}
