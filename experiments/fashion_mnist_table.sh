@@ -22,7 +22,7 @@
 # Extra arguments are Hydra overrides for every run (e.g. trainer=gpu, dataset.num_workers=0). A finished run is kept
 # when the command is run again; a stopped one resumes. Cost (measured, experiments/fashion_mnist_table/README.md;
 # every cell: python experiments/fashion_mnist_table_cost.py): one Gaussian cell is about 1.1 h of training and
-# 2.6 h of certification of 500 images on one CPU core, the whole table about 500 core-hours; about 20 h on one GPU.
+# 2.7 h of certification of 500 images on one CPU core, the whole table about 500 core-hours; about 20 h on one GPU.
 set -euo pipefail
 SWEEP=${SWEEP:-multirun/fashion_mnist_table}
 METHODS=${METHODS:-"gaussian stability smoothadv macer consistency smoothmix catrs"}
