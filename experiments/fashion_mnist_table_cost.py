@@ -1,7 +1,7 @@
 """What each cell of the Fashion-MNIST table costs: measured here on CPU, and on the authors' GPU from their logs.
 
     python -m rsbench.bench.training_cost --dataset fashion_mnist --sigma 0.5 > bench.txt   # ratios to Gaussian
-    python experiments/fashion_mnist_table_cost.py --bench bench.txt [more.txt] --epoch-seconds 47 [--images 500]
+    python experiments/fashion_mnist_table_cost.py --bench bench.txt [more.txt] --epoch-seconds 45 [--images 500]
 
 A cell is one method at one sigma (seed 0): training with the authors' recipe, then CERTIFY (n = 100,000) on
 ``--images`` test images (500: the every-20th subset). Per cell:
