@@ -310,6 +310,7 @@ def test_python_m_rsbench_certify_has_the_same_lifecycle(smoke_checkpoint: Path,
     assert tsv.read_text().startswith(stopped)
     assert [r.idx for r in read_rows(tsv)] == list(range(more))
     assert json.loads((run_dir / "status.json").read_text())["status"] == "completed"
+    assert (run_dir / "certify.log").is_file()  # named for the command, not Hydra's __main__.log
     wrong = rsbench(f"resume={run_dir}")
     assert error_lines(wrong) == [
         f"rsbench: error: {run_dir} is a run of python -m rsbench.certify, not of python -m rsbench: resume it with "
@@ -388,7 +389,7 @@ def test_progress_reaches_a_log_file_as_lines(tmp_path: Path, bar: tuple[str, ..
     assert "\r" not in output  # no bar redrawn in place
     assert "it/s" not in output  # neither Lightning's training bar nor its test bar
     assert "Epoch 0" not in output
-    log = (run_dir / "__main__.log").read_text()
+    log = (run_dir / "rsbench.log").read_text()  # named for the command, not Hydra's __main__.log
     assert "epoch 1/1, batch 1/4: train/loss " in log
     assert "images/s, about " in log  # the pace and the time left
     assert "epoch 1/1 done in " in log
