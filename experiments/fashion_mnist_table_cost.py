@@ -82,9 +82,11 @@ def measured_runs(folder: Path) -> tuple[dict[tuple[str, float], int], float]:
     return done, statistics.median(seconds)
 
 
-def gpu_facts(method: str, sigma: float) -> tuple[int, float, float]:
-    """Epochs, seconds per epoch and seconds per certified image from the authors' Fashion-MNIST logs."""
-    logs = training_logs()
+def gpu_facts(logs: pd.DataFrame, method: str, sigma: float) -> tuple[int, float, float]:
+    """Epochs, seconds per epoch and seconds per certified image from the authors' Fashion-MNIST logs.
+
+    ``logs`` is :func:`rsbench.report.released.training_logs`, read once by the caller.
+    """
     row = logs[(logs.method == method) & (logs.dataset == "fashion_mnist") & (logs.sigma == sigma)].iloc[0]
     (released,) = released_logs(dataset="fashion_mnist", method=method, sigma=sigma)
     return int(row.last_epoch) + 1, float(row.median_seconds_per_epoch), released.seconds_per_image
@@ -104,9 +106,10 @@ def table(
         "|---|---|---|---|---|---|---|---|---|",
     ]
     left_cpu = left_gpu = 0.0
+    logs = training_logs()
     for method in METHODS:
         for sigma in SIGMAS:
-            epochs, gpu_epoch, gpu_image = gpu_facts(method, sigma)
+            epochs, gpu_epoch, gpu_image = gpu_facts(logs, method, sigma)
             cpu_train = epoch_seconds * ratios[method, sigma] * epochs / 3600
             cpu_cert = certify_seconds * images / 3600
             gpu_train, gpu_cert = gpu_epoch * epochs / 60, gpu_image * images / 60
@@ -122,7 +125,7 @@ def table(
                 f"{gpu_train:.0f} | {gpu_cert:.0f} | {'no' if run is None else f'{run} images'} |"
             )
     votes = TRAIN_IMAGES * TEACHER_VOTES / CERTIFY_SAMPLES  # in certified-image equivalents
-    _, teacher_gpu_epoch, teacher_gpu_image = gpu_facts("gaussian", 0.25)
+    _, teacher_gpu_epoch, teacher_gpu_image = gpu_facts(logs, "gaussian", 0.25)
     cpu_teacher = epoch_seconds * 150 / 3600 + certify_seconds * votes / 3600
     gpu_teacher = teacher_gpu_epoch * 150 / 60 + teacher_gpu_image * votes / 60
     if not any(method == "catrs" for method, _ in done):
