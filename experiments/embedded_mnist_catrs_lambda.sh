@@ -11,6 +11,9 @@
 #   sigma 0.5: ACR Gaussian 1.273, lambda 1 1.357, lambda 2 1.396 (lambda 2 - 1, paired: +0.039 [+0.010, +0.068])
 #   sigma 1.0: ACR Gaussian 1.396, lambda 1 1.606, lambda 2 1.617 (+0.011 [-0.005, +0.028]); rsbench's default: lambda 2
 # at both (conf/method/catrs.yaml). The sigma 1.0 lambda 1 run was stopped at epoch 63 and resumed with resume=<dir>.
+# COMMIT=experiments/embedded_mnist_catrs_lambda (default; "" to skip): where the reports (sigma<s>/, sigma<s>_vs_lbd1/)
+# and every run's records (experiments/copy_records.sh: certify.tsv, metrics.json, .hydra/, the training log; no
+# checkpoints) are copied.
 set -euo pipefail
 root=${1:-studies/catrs_lambda}
 radii=(--radii 0 0.5 1.0 1.5 2.0 2.5)
@@ -34,3 +37,11 @@ for sigma in 1.0 0.5; do
       "${radii[@]}" --out "$root/report_sigma${sigma}_vs_lbd1"
   fi
 done
+COMMIT=${COMMIT-experiments/embedded_mnist_catrs_lambda}
+if [[ -n $COMMIT ]]; then
+  bash "$(dirname "$0")/copy_records.sh" "$root" "$COMMIT/runs"
+  for report in "$root"/report_sigma*; do
+    mkdir -p "$COMMIT/${report##*/report_}"
+    cp -r "$report/." "$COMMIT/${report##*/report_}/"
+  done
+fi

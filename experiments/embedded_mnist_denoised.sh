@@ -12,6 +12,8 @@
 # Adam as the authors' train_denoiser.py (lr 1e-3, weight decay 1e-4); the fine-tuning uses lr 1e-4 (our choice).
 # About 20-45 minutes per (sigma, seed) on 2 busy CPU cores. Then one report per sigma (95% intervals over images,
 # mean and sd over seeds) in $SWEEP/report_sigma_<s>. Extra arguments go to every training run.
+# COMMIT=experiments/embedded_mnist_denoised (default; "" to skip): where the reports and every run's records
+# (experiments/copy_records.sh: certify.tsv, metrics.json, .hydra/, the training log; no checkpoints) are copied.
 set -euo pipefail
 SWEEP=${SWEEP:-multirun/embedded_mnist_denoised}
 SIGMAS=${SIGMAS:-0.25 0.5}
@@ -39,3 +41,11 @@ for sigma in $SIGMAS; do
   python -m rsbench.report "$SWEEP/sigma_$sigma" --baseline "$SWEEP/sigma_$sigma/gaussian_0" --radii 0 0.25 0.5 0.75 1.0 \
     --out "$SWEEP/report_sigma_$sigma"
 done
+COMMIT=${COMMIT-experiments/embedded_mnist_denoised}
+if [[ -n $COMMIT ]]; then
+  for sigma in $SIGMAS; do
+    bash "$(dirname "$0")/copy_records.sh" "$SWEEP/sigma_$sigma" "$COMMIT/runs/sigma_$sigma"
+    mkdir -p "$COMMIT/report_sigma_$sigma"
+    cp -r "$SWEEP/report_sigma_$sigma/." "$COMMIT/report_sigma_$sigma/"
+  done
+fi

@@ -11,6 +11,8 @@
 #   sigma 0.5: Gaussian 1.214 ± 0.013, Stability 1.278 ± 0.012 (+0.064 [+0.049, +0.079]),
 #              MACER 1.323 ± 0.008 (+0.109 [+0.092, +0.127]).
 # A run stopped midway continues when the script is rerun (training from last.ckpt, certification after its last row).
+# COMMIT=experiments/embedded_mnist_full_recipe (default; "" to skip): where the report and every run's records
+# (experiments/copy_records.sh: certify.tsv, metrics.json, .hydra/, the training log; no checkpoints) are copied.
 set -euo pipefail
 root=${1:-studies/full_recipe}
 for sigma in ${SIGMAS:-1.0 0.5}; do
@@ -24,3 +26,8 @@ for sigma in ${SIGMAS:-1.0 0.5}; do
   done
 done
 python -m rsbench.report "$root"/*_seed[0-9] --baseline gaussian --radii 0 0.5 1.0 1.5 2.0 2.5 --out "$root/report"
+COMMIT=${COMMIT-experiments/embedded_mnist_full_recipe}
+if [[ -n $COMMIT ]]; then
+  bash "$(dirname "$0")/copy_records.sh" "$root" "$COMMIT/runs"
+  cp -r "$root/report/." "$COMMIT/"
+fi

@@ -10,7 +10,8 @@
 # validation split) without certification, then certified with `python -m rsbench train=false ckpt_path=...` once per
 # threat model on the first $IMAGES test images (n0 = 100, n = 10,000, alpha = 0.001), the attack on the first
 # $ATTACK_IMAGES of them; seed by seed. Then one report per norm, the attack's cost against certification's, and a copy of the
-# records (certify.tsv, attack.tsv, metrics.json, .hydra/) into experiments/embedded_mnist_threat_models/runs/.
+# records (experiments/copy_records.sh: certify.tsv, attack.tsv, metrics.json, .hydra/, the training logs) into
+# experiments/embedded_mnist_threat_models/runs/ and train/.
 #
 # One process at a time, each on one thread (OMP_NUM_THREADS=1, nice): about 3 core-hours on this project's CPU,
 # most of it SmoothAdv's training (about 50 minutes per seed on a shared core). Rerunning skips every finished run
@@ -81,12 +82,11 @@ python -m rsbench.bench.attack_cost --ckpt "$SWEEP/train/smoothadv-gaussian/seed
 
 if [[ -n $COMMIT ]]; then  # 5. the records and reports, without checkpoints
   dest=$(realpath -m "$COMMIT")
-  mkdir -p "$dest/runs"
-  (cd "$SWEEP/runs" && find . \( -name certify.tsv -o -name attack.tsv -o -name metrics.json -o -path '*/.hydra/*' \) \
-    -exec cp --parents {} "$dest/runs/" \;)
+  bash "$(dirname "$0")/copy_records.sh" "$SWEEP/runs" "$dest/runs"
+  bash "$(dirname "$0")/copy_records.sh" "$SWEEP/train" "$dest/train"
   for norm in l2 l1 linf; do
     mkdir -p "$dest/report_$norm"
-    cp "$SWEEP/report_$norm"/*.md "$SWEEP/report_$norm"/*.csv "$SWEEP/report_$norm"/*.png "$dest/report_$norm/"
+    cp -r "$SWEEP/report_$norm/." "$dest/report_$norm/"
   done
   cp "$SWEEP/attack_cost.txt" "$dest/"
 fi
