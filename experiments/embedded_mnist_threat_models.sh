@@ -9,17 +9,18 @@
 # Every model is trained once with experiment=mnist_study (20 epochs, LeNet, sigma 0.5, checkpoint chosen on the
 # validation split) without certification, then certified with `python -m rsbench train=false ckpt_path=...` once per
 # threat model on the first $IMAGES test images (n0 = 100, n = 10,000, alpha = 0.001), the attack on the first
-# $ATTACK_IMAGES of them; seed by seed. Then one report per norm, the attack's cost against certification's, and a copy of the
-# records (experiments/copy_records.sh: certify.tsv, attack.tsv, metrics.json, .hydra/, the training logs) into
-# experiments/embedded_mnist_threat_models/runs/ and train/.
+# $ATTACK_IMAGES of them; seed by seed. Then a copy of the records (experiments/copy_records.sh: certify.tsv,
+# attack.tsv, metrics.json, .hydra/, the training logs) into experiments/embedded_mnist_threat_models/runs/ and
+# train/, one report per norm made from that copy, and the attack's cost against certification's.
 #
 # One process at a time, each on one thread (OMP_NUM_THREADS=1, nice): about 3 core-hours on this project's CPU,
 # most of it SmoothAdv's training (about 50 minutes per seed on a shared core). Rerunning skips every finished run
 # and resumes a stopped one.
 # Settings, from the environment:
-#   SWEEP=multirun/embedded_mnist_threat_models   where the runs go (train/, runs/<norm>/, report_<norm>/)
+#   SWEEP=multirun/embedded_mnist_threat_models   where the runs go (train/, runs/<norm>/)
 #   SEEDS="0 1 2"  IMAGES=100  ATTACK_IMAGES=100  SIGMA=0.5  EXPERIMENT=mnist_study  BENCH_IMAGES=10
-#   COMMIT=experiments/embedded_mnist_threat_models   where the records and reports are copied ("" to skip)
+#   COMMIT=experiments/embedded_mnist_threat_models   where the records are copied and the reports written ("": in
+#                                                     $SWEEP, from its runs)
 # Extra arguments are Hydra overrides passed to every run (e.g. EXPERIMENT=smoke for a minutes-long check).
 set -euo pipefail
 SWEEP=${SWEEP:-multirun/embedded_mnist_threat_models}
@@ -67,26 +68,24 @@ for seed in $SEEDS; do
   certify linf gaussian gaussian "$seed"
 done
 
-# 3. one report per norm: l2 (SmoothAdv against Gaussian, with the attack), l1 (Laplace and uniform noise against
-# Gaussian noise, paired on the same images), l-infinity (derived from l2)
-python -m rsbench.report "$SWEEP/runs/l2" --baseline gaussian --radii 0 0.25 0.5 0.75 1 1.25 1.5 \
-  --no-published --out "$SWEEP/report_l2"
-python -m rsbench.report "$SWEEP/runs/l1" --baseline "$SWEEP/runs/l1/gaussian-gaussian/seed${SEEDS%% *}" \
-  --radii 0 0.25 0.5 0.75 1 1.25 1.5 2 --no-published --out "$SWEEP/report_l1"
-python -m rsbench.report "$SWEEP/runs/linf" --radii 0 0.01 0.02 0.03 0.04 0.05 --no-published \
-  --out "$SWEEP/report_linf"
-
-# 4. the attack's cost as a multiple of certification's, in one process (same images, same protocol)
-python -m rsbench.bench.attack_cost --ckpt "$SWEEP/train/smoothadv-gaussian/seed${SEEDS%% *}/checkpoints/best.ckpt" \
-  --images "${BENCH_IMAGES:-10}" | tee "$SWEEP/attack_cost.txt"
-
-if [[ -n $COMMIT ]]; then  # 5. the records and reports, without checkpoints
-  dest=$(realpath -m "$COMMIT")
-  bash "$(dirname "$0")/copy_records.sh" "$SWEEP/runs" "$dest/runs"
-  bash "$(dirname "$0")/copy_records.sh" "$SWEEP/train" "$dest/train"
-  for norm in l2 l1 linf; do
-    mkdir -p "$dest/report_$norm"
-    cp -r "$SWEEP/report_$norm/." "$dest/report_$norm/"
-  done
-  cp "$SWEEP/attack_cost.txt" "$dest/"
+# 3. the records, without checkpoints, copied where they are committed (COMMIT); the reports and the benchmark are made
+# from that copy, so they name only its paths (with COMMIT="": from $SWEEP)
+records=$SWEEP
+if [[ -n $COMMIT ]]; then
+  records=$COMMIT
+  bash "$(dirname "$0")/copy_records.sh" "$SWEEP/runs" "$records/runs"
+  bash "$(dirname "$0")/copy_records.sh" "$SWEEP/train" "$records/train"
 fi
+
+# 4. one report per norm: l2 (SmoothAdv against Gaussian, with the attack), l1 (Laplace and uniform noise against
+# Gaussian noise, paired on the same images), l-infinity (derived from l2)
+python -m rsbench.report "$records/runs/l2" --baseline gaussian --radii 0 0.25 0.5 0.75 1 1.25 1.5 \
+  --no-published --out "$records/report_l2"
+python -m rsbench.report "$records/runs/l1" --baseline "$records/runs/l1/gaussian-gaussian/seed${SEEDS%% *}" \
+  --radii 0 0.25 0.5 0.75 1 1.25 1.5 2 --no-published --out "$records/report_l1"
+python -m rsbench.report "$records/runs/linf" --radii 0 0.01 0.02 0.03 0.04 0.05 --no-published \
+  --out "$records/report_linf"
+
+# 5. the attack's cost as a multiple of certification's, in one process (same images, same protocol)
+python -m rsbench.bench.attack_cost --ckpt "$SWEEP/train/smoothadv-gaussian/seed${SEEDS%% *}/checkpoints/best.ckpt" \
+  --images "${BENCH_IMAGES:-10}" | tee "$records/attack_cost.txt"
