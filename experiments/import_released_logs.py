@@ -8,7 +8,8 @@ them. Every file is listed in ``index.csv`` with its repository, commit, path in
 original file. What the training log beside a TSV (``log.txt``: one line per epoch with its seconds, learning rate,
 train and noisy test loss and accuracy) states goes into ``training_logs.csv``: the epochs logged, the learning rate of
 every epoch (run-length coded), the last epoch's noisy test accuracy and the median seconds per epoch on the authors'
-GPU.
+GPU; the log itself, without its wall-clock column, is shipped beside the TSV (``sigma_<s>.training.tsv.gz``: epoch,
+lr, train_loss, train_acc, test_loss, test_acc) so that a run's training can be compared with theirs epoch by epoch.
 
 Usage (after fetching the repository, e.g. ``git clone https://github.com/alinlab/smoothing-catrs``)::
 
@@ -51,6 +52,15 @@ DATASETS = {
 # nothing states the variant of the Fashion-MNIST logs, so they match either.
 SMOOTHMIX_ONE_STEP = {("cifar10", 0.25): False, ("cifar10", 0.5): True, ("cifar10", 1.0): True}
 COLUMNS = ["idx", "label", "predict", "radius", "correct"]
+# The training log's columns as shipped (the authors' names -> rsbench's; their ``time`` column is dropped).
+TRAINING_COLUMNS = {
+    "epoch": "epoch",
+    "lr": "lr",
+    "train loss": "train_loss",
+    "train acc": "train_acc",
+    "testloss": "test_loss",
+    "test acc": "test_acc",
+}
 
 
 def git(repo: Path, *args: str) -> bytes:
@@ -95,6 +105,14 @@ def training_log_facts(text: str) -> dict[str, object]:
     }
 
 
+def write_gzipped(frame: pd.DataFrame, local: Path) -> None:
+    """Write ``frame`` as a tab-separated file, gzipped reproducibly (no time stamp or name), at ``TARGET / local``."""
+    (TARGET / local).parent.mkdir(parents=True, exist_ok=True)
+    text = frame.to_csv(sep="\t", index=False, lineterminator="\n").encode()
+    with open(TARGET / local, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as out:
+        out.write(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Rewrite ``released/`` and its index from the repository given on the command line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -111,10 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         dataset, arch = DATASETS[folder]
         method = METHODS[method_folder]
         local = Path(dataset) / method / f"sigma_{sigma:g}.tsv.gz"
-        (TARGET / local).parent.mkdir(parents=True, exist_ok=True)
-        text = frame.to_csv(sep="\t", index=False, lineterminator="\n").encode()
-        with open(TARGET / local, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as out:
-            out.write(text)
+        write_gzipped(frame, local)
         one_step = SMOOTHMIX_ONE_STEP.get((dataset, sigma)) if method == "smoothmix" else None
         variant = "" if one_step is None else f"one_step={str(one_step).lower()}"
         rows.append(
@@ -140,7 +155,13 @@ def main(argv: list[str] | None = None) -> int:
         text = git(args.repository, "show", f"HEAD:{log_path}").decode() if log_path in paths else ""
         if len(text.splitlines()) > 1:  # MNIST's logs hold the header only
             facts = training_log_facts(text)
-            trainings.append({"method": method, "dataset": dataset, "sigma": f"{sigma:g}", "path": log_path, **facts})
+            curve = Path(dataset) / method / f"sigma_{sigma:g}.training.tsv.gz"
+            log = pd.read_csv(io.StringIO(text), sep="\t")[list(TRAINING_COLUMNS)].rename(columns=TRAINING_COLUMNS)
+            write_gzipped(log, curve)
+            trainings.append(
+                {"method": method, "dataset": dataset, "sigma": f"{sigma:g}", "path": log_path, **facts}
+                | {"file": curve.as_posix()}
+            )
     for name, table in (("index.csv", rows), ("training_logs.csv", trainings)):
         with open(TARGET / name, "w", newline="") as file:
             writer = csv.DictWriter(file, fieldnames=list(table[0]), lineterminator="\n")

@@ -4,6 +4,8 @@
 SHA-256 of the original file, the method (rsbench's name), the variant, dataset, architecture, sigma, the number of
 images and the protocol (n0, n, alpha), the median of the ``time`` column (seconds per image on the authors' GPU) and
 the file under ``released/`` (a gzipped Cohen-format TSV, ``time`` column dropped).
+``training_logs.csv`` summarises the training log beside each TSV and names its copy (``sigma_<s>.training.tsv.gz``:
+the authors' ``log.txt`` per epoch without its wall clock, :func:`training_curve`).
 ``experiments/import_released_logs.py`` rebuilds the folder from a clone of the repository.
 
 These are the CAT-RS authors' logs (alinlab/smoothing-catrs, MIT licence, ``released/LICENSE``): every method of
@@ -107,10 +109,25 @@ def training_logs() -> pd.DataFrame:
 
     Columns: method, dataset, sigma, path (in the repository), first_epoch, last_epoch, epochs_logged, lr (each
     epoch's learning rate as logged, run-length coded ``first-last:lr;...``), last_test_acc (the last epoch's noisy
-    test accuracy, %), median_seconds_per_epoch (on the authors' GPU).
+    test accuracy, %), median_seconds_per_epoch (on the authors' GPU), file (the log itself under ``released/``).
     """
     folder = resources.files("rsbench.report").joinpath("released")
     return pd.read_csv(str(folder.joinpath("training_logs.csv")))
+
+
+def training_curve(method: str, dataset: str, sigma: float) -> pd.DataFrame | None:
+    """The authors' training log of one cell, epoch by epoch, or None when they released none.
+
+    Columns (as their ``log.txt``, without its wall-clock column): epoch, lr, train_loss, train_acc (%), test_loss,
+    test_acc (%); train on noisy training images, test on noisy test images, one noise draw per image per epoch.
+    """
+    logs = training_logs()
+    match = logs[(logs["method"] == method) & (logs["dataset"] == dataset)]
+    match = match[[math.isclose(float(value), sigma) for value in match["sigma"]]]
+    if match.empty:
+        return None
+    folder = resources.files("rsbench.report").joinpath("released")
+    return pd.read_csv(str(folder.joinpath(str(match["file"].iloc[0]))), sep="\t")
 
 
 def logged_rates(coded: str) -> list[float]:

@@ -1,0 +1,81 @@
+"""How each run's training followed the authors' own training log of the same cell, epoch by epoch.
+
+For every run folder given (or copy of its records), reads its method, dataset and sigma from ``.hydra/`` and its
+per-epoch train accuracy and loss from its CSV log (the loss the authors log: the cross-entropy term alone for
+Consistency, Stability and CAT-RS, :data:`rsbench.report.training_tracking.AUTHORS_TRAIN_LOSS`), pairs them with
+the authors' released ``log.txt`` of the same cell (shipped with rsbench,
+:func:`rsbench.report.released.training_curve`) and prints, as markdown, the train
+accuracy and loss of both at the chosen epochs, then one line per run: the difference at the first epoch, the
+largest one after it, the mean over all epochs, and the noisy test accuracy after training beside the authors' last
+logged one. The Fashion-MNIST README's training tables are this script's output:
+
+    python experiments/fashion_mnist_training_tracking.py experiments/fashion_mnist_table/runs/*/
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+from rsbench.report.released import training_curve
+from rsbench.report.training_tracking import (
+    compare_training,
+    final_noisy_test_accuracy,
+    run_training_log,
+    summarize,
+    train_loss_column,
+)
+
+
+def cell(run: Path) -> tuple[str, str, float]:
+    """The run's (method, dataset, sigma), from the config Hydra stored in it."""
+    hydra = yaml.safe_load((run / ".hydra" / "hydra.yaml").read_text())["hydra"]["runtime"]["choices"]
+    config = yaml.safe_load((run / ".hydra" / "config.yaml").read_text())
+    return str(hydra["method"]), str(hydra["dataset"]), float(config["sigma"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the tables for the runs on the command line; 2 when a run has no released log to compare with."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", type=Path, help="rsbench run folders (or copies of their records)")
+    parser.add_argument("--epochs", nargs="+", type=int, default=[0, 10, 30, 60, -1], help="-1: the last compared")
+    args = parser.parse_args(argv)
+    rows, summaries = [], []
+    for run in args.runs:
+        method, dataset, sigma = cell(run)
+        theirs = training_curve(method, dataset, sigma)
+        if theirs is None:
+            print(f"{run}: the authors released no training log for {method} on {dataset} at sigma {sigma:g}")
+            return 2
+        compared = compare_training(run_training_log(run, train_loss_column(method)), theirs)
+        name = f"{method}, sigma {sigma:g}"
+        for epoch in args.epochs:
+            line = compared.iloc[epoch] if epoch < 0 else compared[compared["epoch"] == epoch].squeeze()
+            if len(line):
+                accuracy = f"{line['train_acc_rsbench']:.1f} / {line['train_acc_authors']:.1f}"
+                loss = f"{line['train_loss_rsbench']:.3f} / {line['train_loss_authors']:.3f}"
+                rows.append(f"| {name} | {int(line['epoch'])} | {accuracy} | {loss} |")
+        summary = summarize(compared, final_noisy_test_accuracy(run), theirs)
+        test = "-" if summary.test_acc_rsbench is None else f"{summary.test_acc_rsbench:.1f}"
+        summaries.append(
+            f"| {name} | {summary.epochs} | {summary.d_first:+.2f} | {summary.max_abs_d_later:.2f} | "
+            f"{summary.mean_d:+.2f} | {test} / {summary.test_acc_authors:.1f} |"
+        )
+    print("| cell | epoch | train accuracy, rsbench / authors | train loss, rsbench / authors |")
+    print("|---|---|---|---|")
+    print("\n".join(rows))
+    print()
+    print(
+        "| cell | epochs compared | Δ train accuracy, first epoch | largest abs Δ after it | mean Δ "
+        "| noisy test accuracy after training, rsbench / authors |"
+    )
+    print("|---|---|---|---|---|---|")
+    print("\n".join(summaries))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

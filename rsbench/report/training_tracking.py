@@ -1,0 +1,124 @@
+"""A run's training, epoch by epoch, against the authors' released training log of the same cell.
+
+A paired certification (:mod:`rsbench.report.against_released`) compares two trained models; this compares how they
+were trained. The authors' ``log.txt`` (shipped as ``sigma_<s>.training.tsv.gz`` beside the released TSV, see
+:func:`rsbench.report.released.training_curve`) has one line per epoch with the learning rate, the train loss and
+accuracy on noisy training images, and the loss and accuracy on noisy test images; an rsbench run's Lightning CSV
+log (``logs/metrics.csv``, or ``logs/training_metrics.csv`` in a copy of its records) has the epoch's train loss
+and accuracy (``train/loss_epoch``, ``train/acc``) and, after training, the noisy test accuracy of the test step
+(``test/acc_noisy``). Each side draws one noise sample per image per epoch, so neither number is exact: the
+standard error of one epoch's train accuracy over 60,000 images is at most 0.2 points.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+LOG_NAMES = ("logs/metrics.csv", "logs/training_metrics.csv")
+"""Where a run folder (or a copy of its records, :file:`experiments/copy_records.sh`) keeps its CSV training log."""
+
+AUTHORS_TRAIN_LOSS = {
+    "consistency": "train/cross_entropy",  # train_consistency.py: losses.update(loss_xent.item(), ...)
+    "stability": "train/cross_entropy",  # train_stab.py: losses.update(loss_xent.item(), ...)
+    "catrs": "train/loss_low",  # train_catrs.py: losses.update(loss_xent.mean().item(), ...)
+}
+"""The term of rsbench's log that the authors' "train loss" is, where it is not the whole loss: their Consistency,
+Stability and CAT-RS scripts log only the cross-entropy part (alinlab/smoothing-catrs@d4bc576, ``code/``)."""
+
+
+def train_loss_column(method: str) -> str:
+    """The column of an rsbench run's CSV log comparable with the authors' "train loss" for ``method``."""
+    return AUTHORS_TRAIN_LOSS.get(method, "train/loss_epoch")
+
+
+def run_training_log(run: Path, loss_column: str = "train/loss_epoch") -> pd.DataFrame:
+    """The run's training per epoch: ``epoch``, ``train_acc`` (%), ``train_loss`` (from ``loss_column``), ``lr``.
+
+    Raises:
+        FileNotFoundError: the run folder has no CSV training log (it was run with another logger).
+        KeyError: the log has no ``loss_column``.
+    """
+    path = next((run / name for name in LOG_NAMES if (run / name).is_file()), None)
+    if path is None:
+        raise FileNotFoundError(f"{run} has no training log ({' or '.join(LOG_NAMES)}): was it run with logger=csv?")
+    log = pd.read_csv(path)
+    if loss_column not in log:
+        raise KeyError(f"{path} has no column {loss_column!r}")
+    epochs = log.dropna(subset=["train/loss_epoch"])
+    losses = log.dropna(subset=[loss_column]).groupby("epoch")[loss_column].last()
+    rates = log.dropna(subset=["train/lr"]).groupby("epoch")["train/lr"].last() if "train/lr" in log else None
+    frame = pd.DataFrame(
+        {
+            "epoch": epochs["epoch"].astype(int).to_numpy(),
+            "train_acc": 100 * epochs["train/acc"].to_numpy(),
+        }
+    )
+    frame["train_loss"] = frame["epoch"].map(losses)
+    frame["lr"] = frame["epoch"].map(rates) if rates is not None else math.nan
+    return frame.drop_duplicates("epoch", keep="last").reset_index(drop=True)
+
+
+def final_noisy_test_accuracy(run: Path) -> float | None:
+    """The noisy test accuracy (%) the run's test step logged after training, if it logged one."""
+    path = next((run / name for name in LOG_NAMES if (run / name).is_file()), None)
+    if path is None:
+        return None
+    log = pd.read_csv(path)
+    if "test/acc_noisy" not in log:
+        return None
+    values = log["test/acc_noisy"].dropna()
+    return float(100 * values.iloc[-1]) if len(values) else None
+
+
+def compare_training(ours: pd.DataFrame, theirs: pd.DataFrame) -> pd.DataFrame:
+    """The epochs both logged: train accuracy and loss of each side and their difference (rsbench minus authors).
+
+    Columns: epoch, train_acc_rsbench, train_acc_authors, d_train_acc, train_loss_rsbench, train_loss_authors,
+    d_train_loss.
+    """
+    merged = ours.merge(theirs, on="epoch", suffixes=("_rsbench", "_authors"))
+    merged["d_train_acc"] = merged["train_acc_rsbench"] - merged["train_acc_authors"]
+    merged["d_train_loss"] = merged["train_loss_rsbench"] - merged["train_loss_authors"]
+    accuracy = ["train_acc_rsbench", "train_acc_authors", "d_train_acc"]
+    return merged[["epoch", *accuracy, "train_loss_rsbench", "train_loss_authors", "d_train_loss"]]
+
+
+@dataclass(frozen=True)
+class TrackingSummary:
+    """How closely one run's training followed the authors' log.
+
+    Attributes:
+        epochs: epochs both logged.
+        d_first: train accuracy difference (points) at the first epoch both logged.
+        max_abs_d_later: the largest absolute train accuracy difference over the later epochs.
+        mean_d: the mean train accuracy difference over all compared epochs.
+        test_acc_rsbench: the run's noisy test accuracy after training (%), if logged.
+        test_acc_authors: the authors' last logged noisy test accuracy (%).
+    """
+
+    epochs: int
+    d_first: float
+    max_abs_d_later: float
+    mean_d: float
+    test_acc_rsbench: float | None
+    test_acc_authors: float
+
+
+def summarize(compared: pd.DataFrame, test_acc_rsbench: float | None, theirs: pd.DataFrame) -> TrackingSummary:
+    """The summary of :func:`compare_training`'s table (at least one epoch)."""
+    if compared.empty:
+        raise ValueError("the run and the authors' log have no epoch in common")
+    differences = compared["d_train_acc"]
+    later = differences.iloc[1:]
+    return TrackingSummary(
+        epochs=len(compared),
+        d_first=float(differences.iloc[0]),
+        max_abs_d_later=float(later.abs().max()) if len(later) else math.nan,
+        mean_d=float(differences.mean()),
+        test_acc_rsbench=test_acc_rsbench,
+        test_acc_authors=float(theirs["test_acc"].iloc[-1]),
+    )

@@ -1,0 +1,157 @@
+"""A run's training against the authors' released training log: the shipped curves, the run's log, the comparison."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from rsbench.report.released import logged_rates, training_curve, training_logs
+from rsbench.report.training_tracking import (
+    compare_training,
+    final_noisy_test_accuracy,
+    run_training_log,
+    summarize,
+    train_loss_column,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "experiments" / "fashion_mnist_training_tracking.py"
+
+
+def test_every_shipped_curve_agrees_with_what_the_index_says_of_its_log() -> None:
+    """Each ``*.training.tsv.gz`` holds the epochs, learning rates and last accuracy ``training_logs.csv`` lists."""
+    logs = training_logs()
+    assert len(logs) == 25  # 21 Fashion-MNIST, 3 CIFAR-10 (CAT-RS), 1 MNIST (CAT-RS at sigma 0.5)
+    for row in logs.itertuples():
+        curve = training_curve(str(row.method), str(row.dataset), float(row.sigma))
+        assert curve is not None
+        assert list(curve.columns) == ["epoch", "lr", "train_loss", "train_acc", "test_loss", "test_acc"]
+        assert (curve["epoch"].iloc[0], curve["epoch"].iloc[-1], len(curve)) == (
+            row.first_epoch,
+            row.last_epoch,
+            row.epochs_logged,
+        )
+        assert curve["lr"].tolist() == logged_rates(str(row.lr))
+        assert curve["test_acc"].iloc[-1] == row.last_test_acc
+
+
+def test_the_gaussian_fashion_mnist_curve_is_the_authors_log() -> None:
+    """Values read off alinlab/smoothing-catrs@d4bc576 data/fmnist/noise_1.0/cohen/log.txt, first and last lines."""
+    curve = training_curve("gaussian", "fashion_mnist", 1.0)
+    assert curve is not None
+    assert curve.iloc[0].tolist() == [0, 0.01, 1.230, 55.0, 0.924, 64.3]
+    assert curve.iloc[-1][["epoch", "train_acc", "test_acc"]].tolist() == [89, 75.9, 74.7]
+    assert training_curve("gaussian", "mnist", 0.5) is None  # no released log for that cell
+    assert training_curve("gaussian", "fashion_mnist", 0.75) is None
+
+
+def lightning_log(run: Path, epochs: list[tuple[float, float, float]], test_acc: float | None = None) -> None:
+    """A Lightning CSV log like an rsbench run's: step rows, then one epoch row per (acc, loss, cross-entropy)."""
+    rows = []
+    for epoch, (acc, loss, cross_entropy) in enumerate(epochs):
+        rows.append({"epoch": epoch, "step": 10 * epoch + 9, "train/loss_step": 9.0})
+        rows.append({"epoch": epoch, "step": 10 * epoch + 9, "train/lr": 0.01})
+        rows.append(
+            {
+                "epoch": epoch,
+                "step": 10 * epoch + 9,
+                "train/acc": acc,
+                "train/loss_epoch": loss,
+                "train/cross_entropy": cross_entropy,
+            }
+        )
+    if test_acc is not None:
+        rows.append({"epoch": 0, "step": 0, "test/acc_noisy": test_acc})
+    (run / "logs").mkdir(parents=True)
+    pd.DataFrame(rows).to_csv(run / "logs" / "metrics.csv", index=False)
+
+
+def test_a_runs_log_gives_one_line_per_epoch_with_the_chosen_loss(tmp_path: Path) -> None:
+    lightning_log(tmp_path, [(0.5, 2.0, 1.5), (0.75, 1.0, 0.5)], test_acc=0.8)
+    log = run_training_log(tmp_path)
+    assert log["epoch"].tolist() == [0, 1]
+    assert log["train_acc"].tolist() == [50.0, 75.0]
+    assert log["train_loss"].tolist() == [2.0, 1.0]
+    assert log["lr"].tolist() == [0.01, 0.01]
+    assert run_training_log(tmp_path, train_loss_column("consistency"))["train_loss"].tolist() == [1.5, 0.5]
+    assert final_noisy_test_accuracy(tmp_path) == pytest.approx(80.0)  # 100 x 0.8, in float64
+
+
+def test_a_run_without_a_csv_log_is_named_and_a_missing_column_too(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"has no training log .* logger=csv"):
+        run_training_log(tmp_path)
+    assert final_noisy_test_accuracy(tmp_path) is None
+    lightning_log(tmp_path, [(0.5, 2.0, 1.5)])
+    with pytest.raises(KeyError, match="no column 'train/loss_low'"):
+        run_training_log(tmp_path, train_loss_column("catrs"))
+
+
+def test_the_comparison_and_its_summary_on_a_hand_checked_case(tmp_path: Path) -> None:
+    """Ours 50 / 75 / 80 %, theirs 49 / 76 / 80.5 % (epoch 3 only theirs): Δ +1, -1, -0.5 over 3 epochs."""
+    lightning_log(tmp_path, [(0.50, 2.0, 0.0), (0.75, 1.0, 0.0), (0.80, 0.5, 0.0)], test_acc=0.7)
+    theirs = pd.DataFrame(
+        {
+            "epoch": [0, 1, 2, 3],
+            "lr": [0.01] * 4,
+            "train_loss": [2.5, 1.0, 0.25, 0.2],
+            "train_acc": [49.0, 76.0, 80.5, 81.0],
+            "test_loss": [1.0] * 4,
+            "test_acc": [60.0, 65.0, 68.0, 69.5],
+        }
+    )
+    compared = compare_training(run_training_log(tmp_path), theirs)
+    assert compared["epoch"].tolist() == [0, 1, 2]
+    assert compared["d_train_acc"].tolist() == pytest.approx([1.0, -1.0, -0.5])
+    assert compared["d_train_loss"].tolist() == pytest.approx([-0.5, 0.0, 0.25])
+    summary = summarize(compared, final_noisy_test_accuracy(tmp_path), theirs)
+    assert summary.epochs == 3
+    assert summary.d_first == pytest.approx(1.0)
+    assert summary.max_abs_d_later == pytest.approx(1.0)
+    assert summary.mean_d == pytest.approx(-0.5 / 3)
+    assert summary.test_acc_rsbench == pytest.approx(70.0)
+    assert summary.test_acc_authors == 69.5  # their last logged epoch, read as written
+    one_epoch = summarize(compared.iloc[:1], None, theirs)
+    assert math.isnan(one_epoch.max_abs_d_later)
+    with pytest.raises(ValueError, match="no epoch in common"):
+        summarize(compared.iloc[:0], None, theirs)
+
+
+def hydra_run(run: Path, method: str, dataset: str, sigma: float) -> None:
+    """The two ``.hydra`` files the script reads, as Hydra writes them (only the keys it needs)."""
+    (run / ".hydra").mkdir(parents=True)
+    choices = {"hydra": {"runtime": {"choices": {"method": method, "dataset": dataset}}}}
+    (run / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump(choices))
+    (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"sigma": sigma}))
+
+
+def test_the_script_prints_the_table_of_a_run_against_the_authors_log(tmp_path: Path) -> None:
+    """Two epochs of a Gaussian run at sigma 1.0 against the authors' 55.0 / 68.0 % and 1.230 / 0.834."""
+    run = tmp_path / "gaussian_sigma1.0"
+    hydra_run(run, "gaussian", "fashion_mnist", 1.0)
+    lightning_log(run, [(0.568, 1.175, 0.0), (0.68, 0.834, 0.0)], test_acc=0.757)
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), str(run), "--epochs", "0", "-1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "| gaussian, sigma 1 | 0 | 56.8 / 55.0 | 1.175 / 1.230 |" in result.stdout
+    assert "| gaussian, sigma 1 | 1 | 68.0 / 68.0 | 0.834 / 0.834 |" in result.stdout
+    assert "| gaussian, sigma 1 | 2 | +1.80 | 0.00 | +0.90 | 75.7 / 74.7 |" in result.stdout
+
+
+def test_the_script_refuses_a_cell_the_authors_released_no_log_for(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    hydra_run(run, "gaussian", "mnist_embedded", 0.5)
+    lightning_log(run, [(0.5, 1.0, 0.0)])
+    result = subprocess.run([sys.executable, str(SCRIPT), str(run)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert "released no training log for gaussian on mnist_embedded at sigma 0.5" in result.stdout
