@@ -19,7 +19,7 @@ from rsbench.certify.records import CertificationRow, write_record
 from rsbench.certify.subset import indices_digest
 from rsbench.certify.summary import summarize, write_metrics
 from rsbench.report.__main__ import main
-from rsbench.report.released import released_logs
+from rsbench.report.released import released_logs, training_curve
 
 SIGMA = 0.25
 EVERY_20TH = list(range(0, 10_000, 20))
@@ -125,3 +125,32 @@ def test_a_fashion_mnist_run_stands_beside_fashion_mnist_numbers_not_mnist_ones(
     main([str(run), "--radii", "0", "0.5", "--out", str(tmp_path / "r"), "--no-plots"])
     published = pd.read_csv(tmp_path / "r" / "published.csv")
     assert set(published["source"]) == {"catrs2023_logs_fmnist"}
+
+
+def test_a_run_trained_as_the_authors_log_says_tracks_it_exactly_and_one_without_a_log_says_so(
+    tmp_path: Path,
+) -> None:
+    """A run whose CSV log is the authors' own training log (train accuracy and loss per epoch) differs by 0."""
+    theirs = training_curve("gaussian", "fashion_mnist", SIGMA)
+    assert theirs is not None
+    run = write_run(tmp_path / "run", authors_records(EVERY_20TH))
+    log = pd.DataFrame(
+        {
+            "epoch": theirs["epoch"],
+            "step": theirs["epoch"] * 235 + 234,
+            "train/acc": theirs["train_acc"] / 100,
+            "train/loss_epoch": theirs["train_loss"],
+        }
+    )
+    test = pd.DataFrame({"epoch": [0], "step": [0], "test/acc_noisy": [theirs["test_acc"].iloc[-1] / 100]})
+    (run / "logs").mkdir()
+    pd.concat([log, test]).to_csv(run / "logs" / "training_metrics.csv", index=False)
+    line = against_released(tmp_path, run).iloc[0]
+    assert line["epochs_compared"] == 90
+    assert line["d_train_acc_mean"] == pytest.approx(0.0, abs=1e-9)  # x/100*100: float rounding only
+    assert line["d_train_acc_max_after_first"] == pytest.approx(0.0, abs=1e-9)
+    assert line["test_acc"] == pytest.approx(line["test_acc_released"], abs=1e-9)
+    assert line["noisy test acc"] == "88.2 / 88.2"
+
+    bare = against_released(tmp_path / "bare", write_run(tmp_path / "bare_run", authors_records(EVERY_20TH)))
+    assert bare.iloc[0]["Δ train acc (epochs)"] == "-"

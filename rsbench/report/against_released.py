@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,10 +28,18 @@ import pandas as pd
 
 from rsbench.report.load import Result, canonical
 from rsbench.report.paired import paired_table
-from rsbench.report.released import ReleasedLog, released_logs
+from rsbench.report.released import ReleasedLog, released_logs, training_curve
 from rsbench.report.render import Section
 from rsbench.report.rows import Row
 from rsbench.report.tables import Options, p_text, radius_column, sigma_text
+from rsbench.report.training_tracking import (
+    TrackingSummary,
+    compare_training,
+    final_noisy_test_accuracy,
+    run_training_log,
+    summarize,
+    train_loss_column,
+)
 
 
 def matching_log(row: Row, logs: Sequence[ReleasedLog]) -> ReleasedLog | None:
@@ -78,7 +87,10 @@ def compare_released(rows: Sequence[Row], options: Options) -> Section | None:
         "correlation of the two radii (abstention = 0). 'verdict': whether the interval holds 0. The authors' ACR "
         "on all the images they certified is the number their table printed. Intervals are over the test images "
         "for these trained models: they do not include the spread over training seeds unless 'sd over seeds' is "
-        "given."
+        "given. Where the run folders hold their CSV training log: 'Δ train acc', rsbench minus the authors' "
+        "training log, per epoch, in points (the mean over the epochs both logged, the largest absolute difference "
+        "after the first, and how many epochs were compared; one noise draw per image per epoch on each side); "
+        "'noisy test acc': after training, rsbench / the authors' last logged epoch (%)."
     )
     numbers_out = numbers.rename(columns=lambda c: c.lstrip("_"))
     return Section("released", "Against the authors' released runs", shown, caption, numbers_out)
@@ -138,7 +150,42 @@ def _compare(row: Row, log: ReleasedLog, options: Options) -> dict[str, Any]:
     line["same prediction"] = f"{100 * np.mean(same):.1f}%"
     line["radius r"] = f"{np.mean(correlation):.2f}"
     line["_same_prediction"], line["_radius_correlation"] = float(np.mean(same)), float(np.mean(correlation))
-    return line
+    return {**line, **_training_columns(row, log)}
+
+
+def _training_columns(row: Row, log: ReleasedLog) -> dict[str, Any]:
+    """How the row's runs trained against the authors' training log (means over the seeds whose CSV log is there).
+
+    Nothing when the authors released no training log for the cell; '-' when no run folder of the row has one.
+    """
+    theirs = training_curve(log.method, log.dataset, log.sigma)
+    if theirs is None:
+        return {}
+    summaries: list[TrackingSummary] = []
+    for result in row.results:
+        try:
+            ours = run_training_log(Path(result.source), train_loss_column(log.method))
+        except (FileNotFoundError, KeyError):
+            continue
+        compared = compare_training(ours, theirs)
+        if not compared.empty:
+            summaries.append(summarize(compared, final_noisy_test_accuracy(Path(result.source)), theirs))
+    if not summaries:
+        return {"Δ train acc (epochs)": "-"}
+    largest = max(summary.max_abs_d_later for summary in summaries)
+    mean = float(np.mean([summary.mean_d for summary in summaries]))
+    epochs = min(summary.epochs for summary in summaries)
+    tests = [summary.test_acc_rsbench for summary in summaries if summary.test_acc_rsbench is not None]
+    test = f"{np.mean(tests):.1f}" if tests else "-"
+    return {
+        "Δ train acc (epochs)": f"mean {mean:+.2f}, |max| {largest:.2f} after the first ({epochs})",
+        "noisy test acc": f"{test} / {summaries[0].test_acc_authors:.1f}",
+        "_d_train_acc_mean": mean,
+        "_d_train_acc_max_after_first": largest,
+        "_epochs_compared": epochs,
+        "_test_acc": float(np.mean(tests)) if tests else math.nan,
+        "_test_acc_released": summaries[0].test_acc_authors,
+    }
 
 
 def _correlation(ours: pd.DataFrame, theirs: pd.DataFrame) -> float:
