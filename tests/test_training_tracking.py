@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
-import subprocess
-import sys
 from pathlib import Path
+from types import ModuleType
 
 import pandas as pd
 import pytest
@@ -122,6 +122,16 @@ def test_the_comparison_and_its_summary_on_a_hand_checked_case(tmp_path: Path) -
         summarize(compared.iloc[:0], None, theirs)
 
 
+def tracking_script() -> ModuleType:
+    """The script as a module, so that its ``main`` runs in this process (no second interpreter start-up)."""
+    spec = importlib.util.spec_from_file_location("fashion_mnist_training_tracking", SCRIPT)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def hydra_run(run: Path, method: str, dataset: str, sigma: float) -> None:
     """The two ``.hydra`` files the script reads, as Hydra writes them (only the keys it needs)."""
     (run / ".hydra").mkdir(parents=True)
@@ -130,28 +140,25 @@ def hydra_run(run: Path, method: str, dataset: str, sigma: float) -> None:
     (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"sigma": sigma}))
 
 
-def test_the_script_prints_the_table_of_a_run_against_the_authors_log(tmp_path: Path) -> None:
+def test_the_script_prints_the_table_of_a_run_against_the_authors_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Two epochs of a Gaussian run at sigma 1.0 against the authors' 55.0 / 68.0 % and 1.230 / 0.834."""
     run = tmp_path / "gaussian_sigma1.0"
     hydra_run(run, "gaussian", "fashion_mnist", 1.0)
     lightning_log(run, [(0.568, 1.175, 0.0), (0.68, 0.834, 0.0)], test_acc=0.757)
-    result = subprocess.run(
-        [sys.executable, str(SCRIPT), str(run), "--epochs", "0", "-1"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
-    assert result.returncode == 0, result.stderr
-    assert "| gaussian, sigma 1 | 0 | 56.8 / 55.0 | 1.175 / 1.230 |" in result.stdout
-    assert "| gaussian, sigma 1 | 1 | 68.0 / 68.0 | 0.834 / 0.834 |" in result.stdout
-    assert "| gaussian, sigma 1 | 2 | +1.80 | 0.00 | +0.90 | 75.7 / 74.7 |" in result.stdout
+    assert tracking_script().main([str(run), "--epochs", "0", "-1"]) == 0
+    printed = capsys.readouterr().out
+    assert "| gaussian, sigma 1 | 0 | 56.8 / 55.0 | 1.175 / 1.230 |" in printed
+    assert "| gaussian, sigma 1 | 1 | 68.0 / 68.0 | 0.834 / 0.834 |" in printed
+    assert "| gaussian, sigma 1 | 2 | +1.80 | 0.00 | +0.90 | 75.7 / 74.7 |" in printed
 
 
-def test_the_script_refuses_a_cell_the_authors_released_no_log_for(tmp_path: Path) -> None:
+def test_the_script_refuses_a_cell_the_authors_released_no_log_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run = tmp_path / "run"
     hydra_run(run, "gaussian", "mnist_embedded", 0.5)
     lightning_log(run, [(0.5, 1.0, 0.0)])
-    result = subprocess.run([sys.executable, str(SCRIPT), str(run)], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 2
-    assert "released no training log for gaussian on mnist_embedded at sigma 0.5" in result.stdout
+    assert tracking_script().main([str(run)]) == 2
+    assert "released no training log for gaussian on mnist_embedded at sigma 0.5" in capsys.readouterr().out
