@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import subprocess
 from pathlib import Path
 from types import ModuleType
@@ -11,7 +10,7 @@ from types import ModuleType
 import pandas as pd
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "import_released_logs.py"
+from tests.scripts import experiment_script
 
 CERTIFICATION = (
     "idx\tlabel\tpredict\tradius\tcorrect\ttime\n0\t9\t9\t0.812\t1\t0:00:01.500000\n20\t2\t-1\t0.0\t0\t0:00:02.500000\n"
@@ -25,12 +24,7 @@ TRAINING = (
 
 
 def importer() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("import_released_logs", SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return experiment_script("import_released_logs")
 
 
 def fake_repository(path: Path) -> Path:

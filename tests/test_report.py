@@ -6,7 +6,6 @@ Run folders are written by tests/run_folders.py with rsbench's own writers (``wr
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
 import math
@@ -28,8 +27,7 @@ from rsbench.report.published import load_published, published_radii
 from rsbench.report.rows import group_rows
 from rsbench.report.tables import Options
 from tests.run_folders import ALPHA, N, make_run, radii_of, run_report
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.scripts import experiment_script
 
 
 def test_runs_that_differ_only_in_seed_are_one_row_with_mean_sd_and_count(tmp_path: Path) -> None:
@@ -125,11 +123,7 @@ def test_a_curve_legend_names_only_the_settings_its_row_sets(tmp_path: Path) -> 
 
 
 def test_two_replicates_of_a_study_are_matched_by_setting_and_compared_over_seeds(tmp_path: Path) -> None:
-    spec = importlib.util.spec_from_file_location("compare_replicates", ROOT / "experiments" / "compare_replicates.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = experiment_script("compare_replicates")
     rng = np.random.default_rng(7)
     for seed in range(3):
         base = radii_of(rng, size=300)

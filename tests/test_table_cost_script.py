@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
 
 import pandas as pd
 import pytest
+
+from tests.scripts import experiment_script
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "experiments" / "fashion_mnist_table" / "runs"
@@ -31,12 +32,7 @@ smoothmix           800.0       20.00          20.0          20.0
 
 
 def load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("table_cost", ROOT / "experiments" / "fashion_mnist_table_cost.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return experiment_script("fashion_mnist_table_cost")
 
 
 def test_each_cell_costs_its_epochs_times_its_ratio_and_the_authors_gpu_time(

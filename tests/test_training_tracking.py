@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 from types import ModuleType
@@ -19,9 +18,7 @@ from rsbench.report.training_tracking import (
     summarize,
     train_loss_column,
 )
-
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "experiments" / "fashion_mnist_training_tracking.py"
+from tests.scripts import experiment_script
 
 
 def test_every_shipped_curve_agrees_with_what_the_index_says_of_its_log() -> None:
@@ -123,13 +120,7 @@ def test_the_comparison_and_its_summary_on_a_hand_checked_case(tmp_path: Path) -
 
 
 def tracking_script() -> ModuleType:
-    """The script as a module, so that its ``main`` runs in this process (no second interpreter start-up)."""
-    spec = importlib.util.spec_from_file_location("fashion_mnist_training_tracking", SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return experiment_script("fashion_mnist_training_tracking")
 
 
 def hydra_run(run: Path, method: str, dataset: str, sigma: float) -> None:
