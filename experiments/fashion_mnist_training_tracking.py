@@ -21,13 +21,7 @@ from pathlib import Path
 import yaml
 
 from rsbench.report.released import training_curve
-from rsbench.report.training_tracking import (
-    compare_training,
-    final_noisy_test_accuracy,
-    run_training_log,
-    summarize,
-    train_loss_column,
-)
+from rsbench.report.training_tracking import track
 
 
 def cell(run: Path) -> tuple[str, str, float]:
@@ -50,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         if theirs is None:
             print(f"{run}: the authors released no training log for {method} on {dataset} at sigma {sigma:g}")
             return 2
-        compared = compare_training(run_training_log(run, train_loss_column(method)), theirs)
+        compared, summary = track(run, method, theirs)
         name = f"{method}, sigma {sigma:g}"
         for epoch in args.epochs:
             line = compared.iloc[epoch] if epoch < 0 else compared[compared["epoch"] == epoch].squeeze()
@@ -58,7 +52,6 @@ def main(argv: list[str] | None = None) -> int:
                 accuracy = f"{line['train_acc_rsbench']:.1f} / {line['train_acc_authors']:.1f}"
                 loss = f"{line['train_loss_rsbench']:.3f} / {line['train_loss_authors']:.3f}"
                 rows.append(f"| {name} | {int(line['epoch'])} | {accuracy} | {loss} |")
-        summary = summarize(compared, final_noisy_test_accuracy(run), theirs)
         test = "-" if summary.test_acc_rsbench is None else f"{summary.test_acc_rsbench:.1f}"
         summaries.append(
             f"| {name} | {summary.epochs} | {summary.d_first:+.2f} | {summary.max_abs_d_later:.2f} | "

@@ -81,14 +81,13 @@ def logs_in(repo: Path) -> list[tuple[str, str, float, str]]:
     return sorted(found)
 
 
-def training_log_facts(text: str) -> dict[str, object]:
-    """What one ``log.txt`` states.
+def training_log_facts(log: pd.DataFrame) -> dict[str, object]:
+    """What one ``log.txt`` (read as a table) states.
 
     The epochs logged, each epoch's learning rate as logged (``first-last:lr;...``; the Jeong lineage logs
     ``scheduler.get_lr()``, which reads one epoch at each drop as twice dropped), the last epoch's noisy test
     accuracy (%) and the median seconds per epoch (3 significant digits).
     """
-    log = pd.read_csv(io.StringIO(text), sep="\t")
     runs: list[tuple[int, int, float]] = []
     for epoch, lr in zip(log["epoch"], log["lr"], strict=True):
         if runs and runs[-1][2] == lr and runs[-1][1] == epoch - 1:
@@ -154,10 +153,10 @@ def main(argv: list[str] | None = None) -> int:
         log_path = f"{path.rsplit('/', 1)[0]}/log.txt"
         text = git(args.repository, "show", f"HEAD:{log_path}").decode() if log_path in paths else ""
         if len(text.splitlines()) > 1:  # MNIST's logs hold the header only
-            facts = training_log_facts(text)
+            log = pd.read_csv(io.StringIO(text), sep="\t")
+            facts = training_log_facts(log)
             curve = Path(dataset) / method / f"sigma_{sigma:g}.training.tsv.gz"
-            log = pd.read_csv(io.StringIO(text), sep="\t")[list(TRAINING_COLUMNS)].rename(columns=TRAINING_COLUMNS)
-            write_gzipped(log, curve)
+            write_gzipped(log[list(TRAINING_COLUMNS)].rename(columns=TRAINING_COLUMNS), curve)
             trainings.append(
                 {"method": method, "dataset": dataset, "sigma": f"{sigma:g}", "path": log_path, **facts}
                 | {"file": curve.as_posix()}

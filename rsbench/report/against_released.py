@@ -32,14 +32,7 @@ from rsbench.report.released import ReleasedLog, released_logs, training_curve
 from rsbench.report.render import Section
 from rsbench.report.rows import Row
 from rsbench.report.tables import Options, p_text, radius_column, sigma_text
-from rsbench.report.training_tracking import (
-    TrackingSummary,
-    compare_training,
-    final_noisy_test_accuracy,
-    run_training_log,
-    summarize,
-    train_loss_column,
-)
+from rsbench.report.training_tracking import TrackingSummary, track
 
 
 def matching_log(row: Row, logs: Sequence[ReleasedLog]) -> ReleasedLog | None:
@@ -164,12 +157,9 @@ def _training_columns(row: Row, log: ReleasedLog) -> dict[str, Any]:
     summaries: list[TrackingSummary] = []
     for result in row.results:
         try:
-            ours = run_training_log(Path(result.source), train_loss_column(log.method))
-        except (FileNotFoundError, KeyError):
+            summaries.append(track(Path(result.source), log.method, theirs)[1])
+        except (FileNotFoundError, KeyError, ValueError):  # no CSV log, another logger's columns, no common epoch
             continue
-        compared = compare_training(ours, theirs)
-        if not compared.empty:
-            summaries.append(summarize(compared, final_noisy_test_accuracy(Path(result.source)), theirs))
     if not summaries:
         return {"Δ train acc (epochs)": "-"}
     largest = max(summary.max_abs_d_later for summary in summaries)

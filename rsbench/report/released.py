@@ -19,10 +19,14 @@ import math
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from rsbench.report.load import Result, read_cohen_tsv
+
+if TYPE_CHECKING:  # importlib.resources.abc is Python 3.11+; annotations only
+    from importlib.resources.abc import Traversable
 
 
 @dataclass(frozen=True)
@@ -74,7 +78,7 @@ def released_logs(
     *, dataset: str | None = None, method: str | None = None, sigma: float | None = None
 ) -> list[ReleasedLog]:
     """The shipped logs, in the index's order, keeping those that match every argument given."""
-    folder = resources.files("rsbench.report").joinpath("released")
+    folder = _released_folder()
     index = pd.read_csv(str(folder.joinpath("index.csv")), dtype={"variant": str}, keep_default_na=False)
     logs = [
         ReleasedLog(
@@ -111,7 +115,7 @@ def training_logs() -> pd.DataFrame:
     epoch's learning rate as logged, run-length coded ``first-last:lr;...``), last_test_acc (the last epoch's noisy
     test accuracy, %), median_seconds_per_epoch (on the authors' GPU), file (the log itself under ``released/``).
     """
-    folder = resources.files("rsbench.report").joinpath("released")
+    folder = _released_folder()
     return pd.read_csv(str(folder.joinpath("training_logs.csv")))
 
 
@@ -126,7 +130,7 @@ def training_curve(method: str, dataset: str, sigma: float) -> pd.DataFrame | No
     match = match[[math.isclose(float(value), sigma) for value in match["sigma"]]]
     if match.empty:
         return None
-    folder = resources.files("rsbench.report").joinpath("released")
+    folder = _released_folder()
     return pd.read_csv(str(folder.joinpath(str(match["file"].iloc[0]))), sep="\t")
 
 
@@ -142,3 +146,8 @@ def logged_rates(coded: str) -> list[float]:
         first, _, last = span.partition("-")
         rates += [float(rate)] * (int(last or first) - int(first) + 1)
     return rates
+
+
+def _released_folder() -> Traversable:
+    """``released/`` beside this module, as package data (works from a wheel as from a checkout)."""
+    return resources.files("rsbench.report").joinpath("released")

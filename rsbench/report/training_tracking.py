@@ -42,7 +42,7 @@ def run_training_log(run: Path, loss_column: str = "train/loss_epoch") -> pd.Dat
         FileNotFoundError: the run folder has no CSV training log (it was run with another logger).
         KeyError: the log has no ``loss_column``.
     """
-    path = next((run / name for name in LOG_NAMES if (run / name).is_file()), None)
+    path = _log_path(run)
     if path is None:
         raise FileNotFoundError(f"{run} has no training log ({' or '.join(LOG_NAMES)}): was it run with logger=csv?")
     log = pd.read_csv(path)
@@ -64,7 +64,7 @@ def run_training_log(run: Path, loss_column: str = "train/loss_epoch") -> pd.Dat
 
 def final_noisy_test_accuracy(run: Path) -> float | None:
     """The noisy test accuracy (%) the run's test step logged after training, if it logged one."""
-    path = next((run / name for name in LOG_NAMES if (run / name).is_file()), None)
+    path = _log_path(run)
     if path is None:
         return None
     log = pd.read_csv(path)
@@ -122,3 +122,21 @@ def summarize(compared: pd.DataFrame, test_acc_rsbench: float | None, theirs: pd
         test_acc_rsbench=test_acc_rsbench,
         test_acc_authors=float(theirs["test_acc"].iloc[-1]),
     )
+
+
+def track(run: Path, method: str, theirs: pd.DataFrame) -> tuple[pd.DataFrame, TrackingSummary]:
+    """The run's training against the authors' log ``theirs`` of its cell: :func:`compare_training` and its summary.
+
+    The run's loss is the one the authors log for ``method`` (:func:`train_loss_column`).
+
+    Raises:
+        FileNotFoundError, KeyError: as :func:`run_training_log`.
+        ValueError: the run and the log have no epoch in common.
+    """
+    compared = compare_training(run_training_log(run, train_loss_column(method)), theirs)
+    return compared, summarize(compared, final_noisy_test_accuracy(run), theirs)
+
+
+def _log_path(run: Path) -> Path | None:
+    """The run's CSV training log (the first of :data:`LOG_NAMES` present), None when it has none."""
+    return next((run / name for name in LOG_NAMES if (run / name).is_file()), None)
