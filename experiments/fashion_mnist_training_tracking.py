@@ -6,8 +6,9 @@ Consistency, Stability and CAT-RS, :data:`rsbench.report.training_tracking.AUTHO
 the authors' released ``log.txt`` of the same cell (shipped with rsbench,
 :func:`rsbench.report.released.training_curve`) and prints, as markdown, the train
 accuracy and loss of both at the chosen epochs, then one line per run: the difference at the first epoch, the
-largest one after it, the mean over all epochs, and the noisy test accuracy after training beside the authors' last
-logged one. The Fashion-MNIST README's training tables are this script's output:
+largest one after it, the mean over all epochs, the noisy test accuracy after training beside the authors' last
+logged one, and the epochs (of those whose rate both logged) trained at another learning rate than the authors'.
+The Fashion-MNIST README's training tables are this script's output:
 
     python experiments/fashion_mnist_training_tracking.py experiments/fashion_mnist_table/runs/*/
 """
@@ -53,9 +54,10 @@ def main(argv: list[str] | None = None) -> int:
                 loss = f"{line['train_loss_rsbench']:.3f} / {line['train_loss_authors']:.3f}"
                 rows.append(f"| {name} | {int(line['epoch'])} | {accuracy} | {loss} |")
         test = "-" if summary.test_acc_rsbench is None else f"{summary.test_acc_rsbench:.1f}"
+        differing = ", ".join(str(epoch) for epoch in summary.lr_differing) or "none"
         summaries.append(
             f"| {name} | {summary.epochs} | {summary.d_first:+.2f} | {summary.max_abs_d_later:.2f} | "
-            f"{summary.mean_d:+.2f} | {test} / {summary.test_acc_authors:.1f} |"
+            f"{summary.mean_d:+.2f} | {test} / {summary.test_acc_authors:.1f} | {differing} of {summary.lr_epochs} |"
         )
     print("| cell | epoch | train accuracy, rsbench / authors | train loss, rsbench / authors |")
     print("|---|---|---|---|")
@@ -63,9 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(
         "| cell | epochs compared | Δ train accuracy, first epoch | largest abs Δ after it | mean Δ "
-        "| noisy test accuracy after training, rsbench / authors |"
+        "| noisy test accuracy after training, rsbench / authors | epochs at another learning rate |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     print("\n".join(summaries))
     return 0
 

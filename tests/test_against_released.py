@@ -19,7 +19,7 @@ from rsbench.certify.records import CertificationRow, write_record
 from rsbench.certify.subset import indices_digest
 from rsbench.certify.summary import summarize, write_metrics
 from rsbench.report.__main__ import main
-from rsbench.report.released import released_logs, training_curve
+from rsbench.report.released import rates_trained_with, released_logs, training_curve
 
 SIGMA = 0.25
 EVERY_20TH = list(range(0, 10_000, 20))
@@ -140,6 +140,7 @@ def test_a_run_trained_as_the_authors_log_says_tracks_it_exactly_and_one_without
             "step": theirs["epoch"] * 235 + 234,
             "train/acc": theirs["train_acc"] / 100,
             "train/loss_epoch": theirs["train_loss"],
+            "train/lr": rates_trained_with(theirs["lr"].tolist()),
         }
     )
     test = pd.DataFrame({"epoch": [0], "step": [0], "test/acc_noisy": [theirs["test_acc"].iloc[-1] / 100]})
@@ -151,6 +152,7 @@ def test_a_run_trained_as_the_authors_log_says_tracks_it_exactly_and_one_without
     assert line["d_train_acc_max_after_first"] == pytest.approx(0.0, abs=1e-9)
     assert line["test_acc"] == pytest.approx(line["test_acc_released"], abs=1e-9)
     assert line["noisy test acc"] == "88.2 / 88.2"
+    assert (line["lr schedule"], line["lr_epochs_differing"]) == ("same (90 epochs)", 0)
 
     bare = against_released(tmp_path / "bare", write_run(tmp_path / "bare_run", authors_records(EVERY_20TH)))
     assert bare.iloc[0]["Δ train acc (epochs)"] == "-"

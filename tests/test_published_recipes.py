@@ -24,7 +24,7 @@ import yaml
 from omegaconf import DictConfig
 
 import rsbench  # noqa: F401  (registers the rs.lookup resolver the configs use)
-from rsbench.report.released import logged_rates, training_logs
+from rsbench.report.released import logged_rates, rates_trained_with, training_logs
 from tests.helpers import ComposeFn
 
 FIXTURE = yaml.safe_load((Path(__file__).parent / "published" / "commands.yaml").read_text())
@@ -241,16 +241,12 @@ FASHION_MNIST_LOGS = training_logs().query("dataset == 'fashion_mnist'")
 def test_fashion_mnist_recipes_train_at_the_rates_the_authors_logged(make_cfg: ComposeFn, log: pd.Series) -> None:
     """The authors' Fashion-MNIST training logs (released beside their per-image results) state each epoch's rate.
 
-    They log ``scheduler.get_lr()``, which at the epoch after each StepLR boundary reads the rate dropped twice (an
-    isolated dip below both neighbours, e.g. 1e-4 at epoch 31 between 1e-2 and 1e-3): the rate trained with there is
-    the next epoch's. Every other epoch's logged rate must be the one rsbench trains with, and the epochs match.
+    They log ``scheduler.get_lr()``, which at the epoch after each StepLR boundary reads the rate dropped twice
+    (:func:`rates_trained_with` undoes it): the rate each epoch trained with must be the one rsbench trains with,
+    and the epochs match.
     """
     cfg = make_cfg("dataset=fashion_mnist", "protocol=authors", f"method={log['method']}", f"sigma={log['sigma']}")
-    logged = logged_rates(log["lr"])
-    trained = logged.copy()
-    for e in range(1, len(logged) - 1):
-        if logged[e] < logged[e - 1] and logged[e] < logged[e + 1]:  # get_lr()'s double drop
-            trained[e] = logged[e + 1]
+    trained = rates_trained_with(logged_rates(log["lr"]))
     assert cfg.trainer.max_epochs == log["last_epoch"] + 1
     assert rsbench_learning_rates(cfg)[log["first_epoch"] :] == pytest.approx(trained)
     assert cfg.dataset.val_size == 0  # protocol=authors: all 60,000 training images

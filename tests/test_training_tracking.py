@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from rsbench.report.released import logged_rates, training_curve, training_logs
+from rsbench.report.released import logged_rates, rates_trained_with, training_curve, training_logs
 from rsbench.report.training_tracking import (
     compare_training,
     final_noisy_test_accuracy,
@@ -53,12 +53,22 @@ def test_the_gaussian_fashion_mnist_curve_is_the_authors_log() -> None:
     assert training_curve("gaussian", "fashion_mnist", 0.75) is None
 
 
-def lightning_log(run: Path, epochs: list[tuple[float, float, float]], test_acc: float | None = None) -> None:
-    """A Lightning CSV log like an rsbench run's: step rows, then one epoch row per (acc, loss, cross-entropy)."""
+def lightning_log(
+    run: Path,
+    epochs: list[tuple[float, float, float]],
+    test_acc: float | None = None,
+    rates: list[float | None] | None = None,
+) -> None:
+    """A Lightning CSV log like an rsbench run's: step rows, then one epoch row per (acc, loss, cross-entropy).
+
+    ``rates``: each epoch's logged ``train/lr`` (None: not logged); 0.01 in every epoch when not given.
+    """
     rows = []
     for epoch, (acc, loss, cross_entropy) in enumerate(epochs):
         rows.append({"epoch": epoch, "step": 10 * epoch + 9, "train/loss_step": 9.0})
-        rows.append({"epoch": epoch, "step": 10 * epoch + 9, "train/lr": 0.01})
+        rate = 0.01 if rates is None else rates[epoch]
+        if rate is not None:
+            rows.append({"epoch": epoch, "step": 10 * epoch + 9, "train/lr": rate})
         rows.append(
             {
                 "epoch": epoch,
@@ -118,10 +128,48 @@ def test_the_comparison_and_its_summary_on_a_hand_checked_case(tmp_path: Path) -
     assert summary.mean_d == pytest.approx(-0.5 / 3)
     assert summary.test_acc_rsbench == pytest.approx(70.0)
     assert summary.test_acc_authors == 69.5  # their last logged epoch, read as written
+    assert (summary.lr_epochs, summary.lr_differing) == (3, ())
     one_epoch = summarize(compared.iloc[:1], None, theirs)
     assert math.isnan(one_epoch.max_abs_d_later)
     with pytest.raises(ValueError, match="no epoch in common"):
         summarize(compared.iloc[:0], None, theirs)
+
+
+def test_the_authors_printed_double_drop_is_read_as_the_rate_they_trained_with() -> None:
+    """Their get_lr() prints 1e-4 at epoch 31 of a 90-epoch log, between 1e-2 and 1e-3; they trained at 1e-3."""
+    assert rates_trained_with([0.01, 0.0001, 0.001, 0.001, 0.00001, 0.0001]) == [
+        0.01,
+        0.001,
+        0.001,
+        0.001,
+        0.0001,
+        0.0001,
+    ]
+    assert rates_trained_with([0.01]) == [0.01]
+    curve = training_curve("gaussian", "fashion_mnist", 0.5)
+    assert curve is not None
+    trained = rates_trained_with(curve["lr"].tolist())
+    assert (curve["lr"][31], trained[31], curve["lr"][61], trained[61]) == (0.0001, 0.001, 0.00001, 0.0001)
+    assert trained == [0.01] * 31 + [0.001] * 30 + [0.0001] * 29  # as rsbench's recipe (tests/test_published_recipes)
+
+
+def test_a_run_at_another_rate_is_caught_epoch_by_epoch_and_an_unlogged_rate_is_not_compared(tmp_path: Path) -> None:
+    """Theirs prints 0.01, 0.0001, 0.001 (trained 0.01, 0.001, 0.001); ours 0.01 (float32), 0.001, 0.01, then none."""
+    theirs = pd.DataFrame(
+        {
+            "epoch": [0, 1, 2, 3],
+            "lr": [0.01, 0.0001, 0.001, 0.001],
+            "train_loss": [1.0] * 4,
+            "train_acc": [50.0] * 4,
+            "test_loss": [1.0] * 4,
+            "test_acc": [50.0] * 4,
+        }
+    )
+    lightning_log(tmp_path, [(0.5, 1.0, 0.0)] * 4, rates=[0.01000003, 0.001, 0.01, None])
+    compared = compare_training(run_training_log(tmp_path), theirs)
+    assert compared["lr_authors"].tolist() == [0.01, 0.001, 0.001, 0.001]
+    summary = summarize(compared, None, theirs)
+    assert (summary.lr_epochs, summary.lr_differing) == (3, (2,))
 
 
 def tracking_script() -> ModuleType:
@@ -147,7 +195,7 @@ def test_the_script_prints_the_table_of_a_run_against_the_authors_log(
     printed = capsys.readouterr().out
     assert "| gaussian, sigma 1 | 0 | 56.8 / 55.0 | 1.175 / 1.230 |" in printed
     assert "| gaussian, sigma 1 | 1 | 68.0 / 68.0 | 0.834 / 0.834 |" in printed
-    assert "| gaussian, sigma 1 | 2 | +1.80 | 0.00 | +0.90 | 75.7 / 74.7 |" in printed
+    assert "| gaussian, sigma 1 | 2 | +1.80 | 0.00 | +0.90 | 75.7 / 74.7 | none of 2 |" in printed
 
 
 def test_the_script_refuses_a_cell_the_authors_released_no_log_for(

@@ -83,7 +83,9 @@ def compare_released(rows: Sequence[Row], options: Options) -> Section | None:
         "given. Where the run folders hold their CSV training log: 'Δ train acc', rsbench minus the authors' "
         "training log, per epoch, in points (the mean over the epochs both logged, the largest absolute difference "
         "after the first, and how many epochs were compared; one noise draw per image per epoch on each side); "
-        "'noisy test acc': after training, rsbench / the authors' last logged epoch (%)."
+        "'noisy test acc': after training, rsbench / the authors' last logged epoch (%); 'lr schedule': whether each "
+        "epoch trained at the authors' learning rate (their log prints the rate dropped twice at the epoch after each "
+        "drop, a get_lr() artefact, read as the rate they trained with)."
     )
     numbers_out = numbers.rename(columns=lambda c: c.lstrip("_"))
     return Section("released", "Against the authors' released runs", shown, caption, numbers_out)
@@ -170,12 +172,30 @@ def _training_columns(row: Row, log: ReleasedLog) -> dict[str, Any]:
     return {
         "Δ train acc (epochs)": f"mean {mean:+.2f}, |max| {largest:.2f} after the first ({epochs})",
         "noisy test acc": f"{test} / {summaries[0].test_acc_authors:.1f}",
+        "lr schedule": _schedule_agreement(summaries),
         "_d_train_acc_mean": mean,
         "_d_train_acc_max_after_first": largest,
         "_epochs_compared": epochs,
         "_test_acc": float(np.mean(tests)) if tests else math.nan,
         "_test_acc_released": summaries[0].test_acc_authors,
+        "_lr_epochs_differing": sum(len(summary.lr_differing) for summary in summaries),
     }
+
+
+def _schedule_agreement(summaries: list[TrackingSummary]) -> str:
+    """Whether the runs of a row trained at the authors' learning rate, epoch by epoch.
+
+    'same (N epochs)' when every seed did in every epoch whose rate both sides logged, else the epochs that differ
+    (of the first seed that differs); '-' when no run logged its rate.
+    """
+    compared = min(summary.lr_epochs for summary in summaries)
+    if compared == 0:
+        return "-"
+    differing = next((summary.lr_differing for summary in summaries if summary.lr_differing), ())
+    if not differing:
+        return f"same ({compared} epochs)"
+    shown = ", ".join(str(epoch) for epoch in differing[:5]) + (", ..." if len(differing) > 5 else "")
+    return f"differs at epochs {shown}"
 
 
 def _correlation(ours: pd.DataFrame, theirs: pd.DataFrame) -> float:

@@ -16,6 +16,7 @@ Cohen et al.'s logs (locuslab/smoothing) carry no licence and are not shipped; r
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -146,6 +147,24 @@ def logged_rates(coded: str) -> list[float]:
         first, _, last = span.partition("-")
         rates += [float(rate)] * (int(last or first) - int(first) + 1)
     return rates
+
+
+def rates_trained_with(logged: Sequence[float]) -> list[float]:
+    """The learning rate each epoch trained with, from the rates the authors' training log prints for it.
+
+    Their loops print ``scheduler.get_lr()`` before calling ``scheduler.step(epoch)`` (alinlab/smoothing-catrs,
+    ``code/train_*.py``); at the epoch after each StepLR boundary ``get_lr()`` returns the rate dropped twice, an
+    isolated dip below both neighbours (1e-4 at epoch 31 between 1e-2 and 1e-3). The rate trained with there is the
+    next epoch's; every other epoch trained with the rate printed.
+
+    >>> rates_trained_with([0.01, 0.01, 0.0001, 0.001, 0.001])
+    [0.01, 0.01, 0.001, 0.001, 0.001]
+    """
+    trained = list(logged)
+    for epoch in range(1, len(logged) - 1):
+        if logged[epoch] < logged[epoch - 1] and logged[epoch] < logged[epoch + 1]:
+            trained[epoch] = logged[epoch + 1]
+    return trained
 
 
 def _released_folder() -> Traversable:

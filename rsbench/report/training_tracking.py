@@ -7,7 +7,9 @@ accuracy on noisy training images, and the loss and accuracy on noisy test image
 log (``logs/metrics.csv``, or ``logs/training_metrics.csv`` in a copy of its records) has the epoch's train loss
 and accuracy (``train/loss_epoch``, ``train/acc``) and, after training, the noisy test accuracy of the test step
 (``test/acc_noisy``). Each side draws one noise sample per image per epoch, so neither number is exact: the
-standard error of one epoch's train accuracy over 60,000 images is at most 0.2 points.
+standard error of one epoch's train accuracy over 60,000 images is at most 0.2 points. The learning rates are
+compared too: the authors' log prints the rate of the epoch after each drop as dropped twice, which
+:func:`rates_trained_with` undoes.
 """
 
 from __future__ import annotations
@@ -17,6 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+
+from rsbench.report.released import rates_trained_with
+
+LR_RTOL = 1e-4
+"""Relative tolerance for "the same learning rate": rsbench logs the rate in float32 (0.01 reads 0.01000003, a
+relative error of 3e-6); a StepLR drop changes it by a factor 10."""
 
 LOG_NAMES = ("logs/metrics.csv", "logs/training_metrics.csv")
 """Where a run folder (or a copy of its records, :file:`experiments/copy_records.sh`) keeps its CSV training log."""
@@ -75,16 +83,21 @@ def final_noisy_test_accuracy(run: Path) -> float | None:
 
 
 def compare_training(ours: pd.DataFrame, theirs: pd.DataFrame) -> pd.DataFrame:
-    """The epochs both logged: train accuracy and loss of each side and their difference (rsbench minus authors).
+    """The epochs both logged: each side's train accuracy, loss and learning rate, and the differences.
+
+    Differences are rsbench minus the authors; the authors' learning rate is the one each epoch trained with, as
+    :func:`rates_trained_with` reads their log.
 
     Columns: epoch, train_acc_rsbench, train_acc_authors, d_train_acc, train_loss_rsbench, train_loss_authors,
-    d_train_loss.
+    d_train_loss, lr_rsbench, lr_authors.
     """
+    theirs = theirs.assign(lr=rates_trained_with(theirs["lr"].tolist()))
     merged = ours.merge(theirs, on="epoch", suffixes=("_rsbench", "_authors"))
     merged["d_train_acc"] = merged["train_acc_rsbench"] - merged["train_acc_authors"]
     merged["d_train_loss"] = merged["train_loss_rsbench"] - merged["train_loss_authors"]
     accuracy = ["train_acc_rsbench", "train_acc_authors", "d_train_acc"]
-    return merged[["epoch", *accuracy, "train_loss_rsbench", "train_loss_authors", "d_train_loss"]]
+    loss = ["train_loss_rsbench", "train_loss_authors", "d_train_loss"]
+    return merged[["epoch", *accuracy, *loss, "lr_rsbench", "lr_authors"]]
 
 
 @dataclass(frozen=True)
@@ -98,6 +111,8 @@ class TrackingSummary:
         mean_d: the mean train accuracy difference over all compared epochs.
         test_acc_rsbench: the run's noisy test accuracy after training (%), if logged.
         test_acc_authors: the authors' last logged noisy test accuracy (%).
+        lr_epochs: epochs where both sides' learning rate is known (rsbench logs ``train/lr``, the epoch's mean).
+        lr_differing: those of them whose rates differ (beyond :data:`LR_RTOL`), in order.
     """
 
     epochs: int
@@ -106,6 +121,8 @@ class TrackingSummary:
     mean_d: float
     test_acc_rsbench: float | None
     test_acc_authors: float
+    lr_epochs: int
+    lr_differing: tuple[int, ...]
 
 
 def summarize(compared: pd.DataFrame, test_acc_rsbench: float | None, theirs: pd.DataFrame) -> TrackingSummary:
@@ -114,6 +131,8 @@ def summarize(compared: pd.DataFrame, test_acc_rsbench: float | None, theirs: pd
         raise ValueError("the run and the authors' log have no epoch in common")
     differences = compared["d_train_acc"]
     later = differences.iloc[1:]
+    rates = compared.dropna(subset=["lr_rsbench", "lr_authors"])
+    same = [math.isclose(a, b, rel_tol=LR_RTOL) for a, b in zip(rates["lr_rsbench"], rates["lr_authors"], strict=True)]
     return TrackingSummary(
         epochs=len(compared),
         d_first=float(differences.iloc[0]),
@@ -121,6 +140,8 @@ def summarize(compared: pd.DataFrame, test_acc_rsbench: float | None, theirs: pd
         mean_d=float(differences.mean()),
         test_acc_rsbench=test_acc_rsbench,
         test_acc_authors=float(theirs["test_acc"].iloc[-1]),
+        lr_epochs=len(rates),
+        lr_differing=tuple(int(epoch) for epoch, agree in zip(rates["epoch"], same, strict=True) if not agree),
     )
 
 
