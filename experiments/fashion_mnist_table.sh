@@ -6,7 +6,7 @@
 #
 #   bash experiments/fashion_mnist_table.sh                      # 7 methods x 3 sigmas, seed 0, every 20th test image
 #   METHODS=gaussian SIGMAS="0.25 0.5 1.0" bash experiments/fashion_mnist_table.sh
-#   SUBSET=full SEEDS=0,1,2 bash experiments/fashion_mnist_table.sh trainer=gpu   # the whole table on a GPU
+#   SUBSET=full SEEDS=0,1,2 bash experiments/fashion_mnist_table.sh   # the whole table, on a GPU machine
 #
 # Data: Debian's package dataset-fashion-mnist (apt-get install dataset-fashion-mnist), found without configuration,
 # or the four idx files under data_dir. Recipes (conf/dataset/fashion_mnist.yaml, conf/method_recipe/
@@ -19,7 +19,8 @@
 #                                        then $SWEEP/report/
 #   METHODS="gaussian stability smoothadv macer consistency smoothmix catrs"   SIGMAS="0.25 0.5 1.0"   SEEDS=0
 #   SUBSET=every20   every 20th test image (500 images, indices 0, 20, ..., 9980); full: all 10,000
-# Extra arguments are Hydra overrides for every run (e.g. trainer=gpu, dataset.num_workers=0). A finished run is kept
+# Extra arguments are Hydra overrides for every run (e.g. dataset.num_workers=0). The default trainer takes the GPU when
+# there is one, in fp32 as the authors trained (trainer=gpu would train in bf16). A finished run is kept
 # when the command is run again; a stopped one resumes. Cost (measured, experiments/fashion_mnist_table/README.md;
 # every cell: python experiments/fashion_mnist_table_cost.py): one Gaussian cell is about 1.1 h of training and
 # 2.7 h of certification of 500 images on one CPU core, the whole table about 500 core-hours; about 20 h on one GPU.

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Fashion-MNIST cells of experiments/fashion_mnist_table.sh on a lent GPU machine (the `device` tool: torch,
+# Lightning, scipy and pandas there, but no Hydra and no package registry; 15 minutes of device time in all, at most
+# 10 minutes a command). Three steps:
+#   bash experiments/fashion_mnist_device.sh pack
+#       here: the wheels rsbench needs beyond that machine's packages (hydra-core, omegaconf, antlr4 runtime, at the
+#       versions installed in the environment of PYTHON, default python) and the four Fashion-MNIST idx files of
+#       Debian's dataset-fashion-mnist, into .device/ (git-ignored; 30 MB)
+#   run(command="bash experiments/fashion_mnist_device.sh run", carry=[".device"], timeout_s=560)
+#       there: each cell of CELLS in turn (protocol=authors, seed 0, every 20th test image, n0=100, n=100,000,
+#       alpha=0.001: fashion_mnist_table.sh's settings; fp32, the default trainer, on the GPU), while at least
+#       CELL_MIN_S seconds of BUDGET_S are left; each finished cell's records (experiments/copy_records.sh: no
+#       checkpoints) as $OUT/<method>_sigma<s>.tgz, and $OUT/device.log with the versions and each cell's seconds
+#   bash experiments/fashion_mnist_device.sh unpack <files_at>
+#       here: each tarball into experiments/fashion_mnist_table/runs/<method>_sigma<s>/; then remake the report
+#       (the command in experiments/fashion_mnist_table/README.md)
+# Settings, from the environment (run): CELLS="stability:0.5 stability:0.25 stability:1.0 consistency:0.25
+# consistency:1.0" (method:sigma, the cheapest cells not yet run first), BUDGET_S=540, CELL_MIN_S=240, EXTRA="" (more
+# Hydra overrides for every cell), WHEELS=.device/wheels and DATA=.device/fashion-mnist (as pack writes them).
+# A cell cut by the budget leaves nothing (the machine starts bare each time): size CELLS to the time left.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+step=${1:-}
+
+pack() {
+  local wheels=.device/wheels data=.device/fashion-mnist source=/usr/share/datasets/fashion-mnist
+  mkdir -p "$wheels" "$data"
+  local pinned hydra omegaconf antlr  # the versions installed here, which the tests ran with
+  pinned=$("${PYTHON:-python}" -c "from importlib.metadata import version as v
+print(*(f'{name}=={v(name)}' for name in ('hydra-core', 'omegaconf', 'antlr4-python3-runtime')))")
+  read -r hydra omegaconf antlr <<< "$pinned"
+  "${PYTHON:-python}" -m pip download -q --no-deps --only-binary=:all: -d "$wheels" "$hydra" "$omegaconf"
+  "${PYTHON:-python}" -m pip wheel -q --no-deps -w "$wheels" "$antlr"  # published as a source archive only
+  for name in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+    if [[ ! -f $source/$name.gz ]]; then
+      echo "no $source/$name.gz: apt-get install dataset-fashion-mnist" >&2
+      exit 2
+    fi
+    cp "$source/$name.gz" "$data/"
+  done
+  du -sh .device
+}
+
+run() {
+  : "${OUT:?run is for the device machine, which sets OUT}"
+  local wheels=${WHEELS-.device/wheels} data=${DATA:-.device/fashion-mnist} started=$SECONDS
+  local budget=${BUDGET_S:-540} minimum=${CELL_MIN_S:-240}
+  local cells=${CELLS:-"stability:0.5 stability:0.25 stability:1.0 consistency:0.25 consistency:1.0"}
+  local log=$OUT/device.log runs=${RUNS:-/tmp/rsbench_device_runs}
+  if [[ -n $wheels ]]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+      "$wheels"/*.whl
+    export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
+  fi
+  export PYTHONUNBUFFERED=1 WANDB_MODE=offline
+  python3 -c "import sys, torch, pytorch_lightning as pl, hydra; print('python', sys.version.split()[0], 'torch', \
+torch.__version__, 'lightning', pl.__version__, 'hydra', hydra.__version__, 'cuda', torch.cuda.is_available() and \
+torch.cuda.get_device_name(0))" | tee "$log"
+  for cell in $cells; do
+    local method=${cell%%:*} sigma=${cell##*:} left=$((budget - (SECONDS - started)))
+    if ((left < minimum)); then
+      echo "$method sigma $sigma: not started ($left s of the budget left, $minimum needed)" | tee -a "$log"
+      continue
+    fi
+    local name=${method}_sigma$sigma begin=$SECONDS
+    # shellcheck disable=SC2086  # EXTRA is a list of overrides
+    if timeout "$left" python3 -m rsbench dataset=fashion_mnist protocol=authors method="$method" sigma="$sigma" \
+      seed=0 certify.n0=100 certify.n=100000 certify.alpha=0.001 certify.skip=20 certify.batch_size=10000 \
+      data_dir="$data" dataset.num_workers=4 trainer.enable_progress_bar=false hydra.run.dir="$runs/$name" \
+      ${EXTRA:-} > "$OUT/$name.out" 2>&1; then
+      bash "$here/copy_records.sh" "$runs/$name" "/tmp/records/$name"
+      tar czf "$OUT/$name.tgz" -C "/tmp/records/$name" .
+      rm "$OUT/$name.out"
+      echo "$method sigma $sigma: done in $((SECONDS - begin)) s" | tee -a "$log"
+    else
+      echo "$method sigma $sigma: stopped or failed after $((SECONDS - begin)) s (its output: $name.out)" | tee -a "$log"
+    fi
+  done
+}
+
+unpack() {
+  local from=${1:?usage: bash experiments/fashion_mnist_device.sh unpack <folder holding the .tgz files>}
+  local runs=${RUNS:-experiments/fashion_mnist_table/runs}
+  shopt -s nullglob
+  local archives=("$from"/*_sigma*.tgz)
+  if ((${#archives[@]} == 0)); then
+    echo "no <method>_sigma<s>.tgz in $from" >&2
+    exit 2
+  fi
+  for archive in "${archives[@]}"; do
+    local name
+    name=$(basename "$archive" .tgz)
+    mkdir -p "$runs/$name"
+    tar xzf "$archive" -C "$runs/$name"
+    echo "$runs/$name"
+  done
+}
+
+case $step in
+  pack) pack ;;
+  run) run ;;
+  unpack) unpack "${2:-}" ;;
+  *)
+    echo "usage: bash experiments/fashion_mnist_device.sh pack | run | unpack <folder> (got: ${step:-nothing})" >&2
+    exit 2
+    ;;
+esac

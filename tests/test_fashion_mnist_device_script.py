@@ -1,0 +1,112 @@
+"""``experiments/fashion_mnist_device.sh``: the run step trains and certifies each cell and packs its records; unpack
+puts them where the report reads them; a cell the budget cannot fit or a failing one is said, and loses nothing.
+
+The run step is exercised on the CPU, with the wheels step skipped (``WHEELS=""``: the test environment has Hydra),
+on four gzipped idx files written here, and a tiny protocol given through ``EXTRA`` (one epoch, n = 100, 2 images);
+the device's GPU and its settings are not (no GPU here).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import struct
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "experiments" / "fashion_mnist_device.sh"
+TINY = (
+    "trainer.max_epochs=1 dataset.batch_size=50 dataset.eval_batch_size=100 dataset.num_workers=0 "
+    "certify.n0=10 certify.n=100 certify.batch_size=100 certify.max_images=2 certify.skip=1"
+)
+
+
+def write_idx_gz(path: Path, array: np.ndarray) -> None:
+    """A uint8 array in the gzipped idx format of the Fashion-MNIST files."""
+    header = struct.pack(">I", 0x0800 | array.ndim) + struct.pack(f">{array.ndim}I", *array.shape)
+    path.write_bytes(gzip.compress(header + np.ascontiguousarray(array, dtype=np.uint8).tobytes()))
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """200 training and 20 test images (random pixels, labels 0..9 in turn) as the four files pack copies."""
+    folder = tmp_path_factory.mktemp("fashion-mnist")
+    rng = np.random.default_rng(0)
+    for prefix, count in (("train", 200), ("t10k", 20)):
+        write_idx_gz(folder / f"{prefix}-images-idx3-ubyte.gz", rng.integers(0, 256, (count, 28, 28)))
+        write_idx_gz(folder / f"{prefix}-labels-idx1-ubyte.gz", np.arange(count) % 10)
+    return folder
+
+
+def script(*args: str, cwd: Path = ROOT, **env: str) -> subprocess.CompletedProcess[str]:
+    """The script with ``env`` added; ``python3`` is this interpreter (a virtual environment's, in CI)."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    environment = {**os.environ, "PATH": path, "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline", **env}
+    return subprocess.run(
+        ["bash", str(SCRIPT), *args], cwd=cwd, env=environment, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_a_cell_is_trained_certified_packed_and_unpacked_where_the_report_reads_it(data: Path, tmp_path: Path) -> None:
+    out, runs = tmp_path / "out", tmp_path / "runs"
+    out.mkdir()
+    ran = script(
+        "run", OUT=str(out), WHEELS="", DATA=str(data), CELLS="gaussian:0.5", EXTRA=TINY, RUNS=str(tmp_path / "work")
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    log = (out / "device.log").read_text()
+    assert log.startswith("python ")
+    assert "hydra 1.3" in log
+    assert "gaussian sigma 0.5: done in" in log
+    assert sorted(p.name for p in out.iterdir()) == ["device.log", "gaussian_sigma0.5.tgz"]
+    with tarfile.open(out / "gaussian_sigma0.5.tgz") as archive:
+        names = set(archive.getnames())
+    assert {"./certify.tsv", "./metrics.json", "./.hydra/overrides.yaml", "./logs/training_metrics.csv"} <= names
+    assert not any("checkpoints" in name for name in names)
+
+    unpacked = script("unpack", str(out), RUNS=str(runs))
+    assert unpacked.returncode == 0, unpacked.stderr
+    cell = runs / "gaussian_sigma0.5"
+    assert unpacked.stdout.split() == [str(cell)]
+    assert len((cell / "certify.tsv").read_text().splitlines()) == 1 + 2  # header and the 2 images
+    metrics = json.loads((cell / "metrics.json").read_text())
+    assert metrics["n"] == 100  # EXTRA's override wins over the table's n = 100,000
+    overrides = (cell / ".hydra" / "overrides.yaml").read_text()
+    assert "protocol=authors" in overrides
+    assert "certify.skip=1" in overrides
+
+
+def test_a_cell_the_budget_cannot_fit_is_not_started_and_a_failing_one_keeps_its_output(
+    data: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    common = {"OUT": str(out), "WHEELS": "", "DATA": str(data), "RUNS": str(tmp_path / "work")}
+    skipped = script("run", CELLS="gaussian:0.5", BUDGET_S="10", CELL_MIN_S="60", **common)
+    assert skipped.returncode == 0, skipped.stderr
+    assert "gaussian sigma 0.5: not started" in (out / "device.log").read_text()
+    assert not (out / "gaussian_sigma0.5.tgz").exists()
+
+    failed = script("run", CELLS="no_such_method:0.5", **common)
+    assert failed.returncode == 0, failed.stderr  # the next cells still run
+    assert "no_such_method sigma 0.5: stopped or failed" in (out / "device.log").read_text()
+    assert "no_such_method" in (out / "no_such_method_sigma0.5.out").read_text()  # the run's own error, kept
+
+
+def test_each_step_refuses_what_it_cannot_use(tmp_path: Path) -> None:
+    usage = script()
+    assert usage.returncode == 2
+    assert "usage: bash experiments/fashion_mnist_device.sh pack | run" in usage.stderr
+    no_out = script("run", OUT="")
+    assert no_out.returncode != 0
+    assert "run is for the device machine" in no_out.stderr
+    empty = script("unpack", str(tmp_path))
+    assert empty.returncode == 2
+    assert f"no <method>_sigma<s>.tgz in {tmp_path}" in empty.stderr
