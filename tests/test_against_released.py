@@ -153,6 +153,10 @@ def test_a_run_trained_as_the_authors_log_says_tracks_it_exactly_and_one_without
     assert line["test_acc"] == pytest.approx(line["test_acc_released"], abs=1e-9)
     assert line["noisy test acc"] == "88.2 / 88.2"
     assert (line["lr schedule"], line["lr_epochs_differing"]) == ("same (90 epochs)", 0)
+    report = (tmp_path / "r" / "report.md").read_text().split("## Against the authors' released runs")[1]
+    header = [cell.strip() for cell in report.strip().splitlines()[0].strip("|").split("|")]
+    last = ["same prediction", "radius r", "Δ train acc (epochs)", "noisy test acc", "lr schedule"]
+    assert header[-5:] == last  # after every radius column
 
     bare = against_released(tmp_path / "bare", write_run(tmp_path / "bare_run", authors_records(EVERY_20TH)))
     assert bare.iloc[0]["Δ train acc (epochs)"] == "-"

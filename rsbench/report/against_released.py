@@ -53,6 +53,11 @@ def restrict(result: Result, indices: Sequence[int]) -> Result:
     return replace(result, records=records)
 
 
+LAST_COLUMNS = ("same prediction", "radius r", "Δ train acc (epochs)", "noisy test acc", "lr schedule")
+"""Shown after the certified-accuracy differences (whose radii differ by row): how the two models agree, then how
+they trained (:func:`_training_columns`)."""
+
+
 def compare_released(rows: Sequence[Row], options: Options) -> Section | None:
     """The table of every row against its released log; None when no row has one.
 
@@ -67,7 +72,9 @@ def compare_released(rows: Sequence[Row], options: Options) -> Section | None:
     if not lines:
         return None
     numbers = pd.DataFrame(lines)
-    shown = numbers[[c for c in numbers.columns if not c.startswith("_")]].fillna("-")
+    visible = [c for c in numbers.columns if not c.startswith("_")]
+    last = [c for c in LAST_COLUMNS if c in visible]  # after the radius columns of every row
+    shown = numbers[[c for c in visible if c not in last] + last].fillna("-")
     level = f"{100 * options.confidence:g}%"
     sources = ", ".join(sorted({reference.split(" ")[0] for reference in numbers["_reference"]}))
     caption = (
