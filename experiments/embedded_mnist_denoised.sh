@@ -11,9 +11,10 @@
 # (certify=quick). The DnCNN is small for 28x28 digits: depth 5, width 16 (the paper's CIFAR-10 one: 17 x 64).
 # Adam as the authors' train_denoiser.py (lr 1e-3, weight decay 1e-4); the fine-tuning uses lr 1e-4 (our choice).
 # About 20-45 minutes per (sigma, seed) on 2 busy CPU cores. Then one report per sigma (95% intervals over images,
-# mean and sd over seeds) in $SWEEP/report_sigma_<s>. Extra arguments go to every training run.
-# COMMIT=experiments/embedded_mnist_denoised (default; "" to skip): where the reports and every run's records
-# (experiments/copy_records.sh: certify.tsv, metrics.json, .hydra/, the training log; no checkpoints) are copied.
+# mean and sd over seeds). Extra arguments go to every training run.
+# COMMIT=experiments/embedded_mnist_denoised (default): where every run's records (experiments/copy_records.sh:
+# certify.tsv, metrics.json, .hydra/, the training log; no checkpoints) are copied and the reports written
+# (report_sigma_<s>/, from that copy); "": the reports in $SWEEP/report_sigma_<s>, from its runs.
 set -euo pipefail
 SWEEP=${SWEEP:-multirun/embedded_mnist_denoised}
 SIGMAS=${SIGMAS:-0.25 0.5}
@@ -36,16 +37,14 @@ for sigma in $SIGMAS; do
   done
 done
 # One report per sigma, every row paired against the seed-0 Gaussian run on the same images (the runs differ in
-# optimizer and test_ckpt, so the report would not pair them by method name).
-for sigma in $SIGMAS; do
-  python -m rsbench.report "$SWEEP/sigma_$sigma" --baseline "$SWEEP/sigma_$sigma/gaussian_0" --radii 0 0.25 0.5 0.75 1.0 \
-    --out "$SWEEP/report_sigma_$sigma"
-done
+# optimizer and test_ckpt, so the report would not pair them by method name); made from the committed copy of the
+# records when COMMIT is set (so that the reports carry no machine paths), else from $SWEEP.
 COMMIT=${COMMIT-experiments/embedded_mnist_denoised}
-if [[ -n $COMMIT ]]; then
-  for sigma in $SIGMAS; do
-    bash "$(dirname "$0")/copy_records.sh" "$SWEEP/sigma_$sigma" "$COMMIT/runs/sigma_$sigma"
-    mkdir -p "$COMMIT/report_sigma_$sigma"
-    cp -r "$SWEEP/report_sigma_$sigma/." "$COMMIT/report_sigma_$sigma/"
-  done
-fi
+for sigma in $SIGMAS; do
+  runs="$SWEEP/sigma_$sigma" report="$SWEEP/report_sigma_$sigma"
+  if [[ -n $COMMIT ]]; then
+    bash "$(dirname "$0")/copy_records.sh" "$runs" "$COMMIT/runs/sigma_$sigma"
+    runs="$COMMIT/runs/sigma_$sigma" report="$COMMIT/report_sigma_$sigma"
+  fi
+  python -m rsbench.report "$runs" --baseline "$runs/gaussian_0" --radii 0 0.25 0.5 0.75 1.0 --out "$report"
+done
