@@ -50,36 +50,15 @@ def run_training_log(run: Path, loss_column: str = "train/loss_epoch") -> pd.Dat
         FileNotFoundError: the run folder has no CSV training log (it was run with another logger).
         KeyError: the log has no ``loss_column``.
     """
-    path = _log_path(run)
-    if path is None:
-        raise FileNotFoundError(f"{run} has no training log ({' or '.join(LOG_NAMES)}): was it run with logger=csv?")
-    log = pd.read_csv(path)
-    if loss_column not in log:
-        raise KeyError(f"{path} has no column {loss_column!r}")
-    epochs = log.dropna(subset=["train/loss_epoch"])
-    losses = log.dropna(subset=[loss_column]).groupby("epoch")[loss_column].last()
-    rates = log.dropna(subset=["train/lr"]).groupby("epoch")["train/lr"].last() if "train/lr" in log else None
-    frame = pd.DataFrame(
-        {
-            "epoch": epochs["epoch"].astype(int).to_numpy(),
-            "train_acc": 100 * epochs["train/acc"].to_numpy(),
-        }
-    )
-    frame["train_loss"] = frame["epoch"].map(losses)
-    frame["lr"] = frame["epoch"].map(rates) if rates is not None else math.nan
-    return frame.drop_duplicates("epoch", keep="last").reset_index(drop=True)
+    return _per_epoch(*_read_log(run), loss_column)
 
 
 def final_noisy_test_accuracy(run: Path) -> float | None:
     """The noisy test accuracy (%) the run's test step logged after training, if it logged one."""
-    path = _log_path(run)
-    if path is None:
+    try:
+        return _noisy_test_accuracy(_read_log(run)[1])
+    except FileNotFoundError:
         return None
-    log = pd.read_csv(path)
-    if "test/acc_noisy" not in log:
-        return None
-    values = log["test/acc_noisy"].dropna()
-    return float(100 * values.iloc[-1]) if len(values) else None
 
 
 def compare_training(ours: pd.DataFrame, theirs: pd.DataFrame) -> pd.DataFrame:
@@ -154,10 +133,44 @@ def track(run: Path, method: str, theirs: pd.DataFrame) -> tuple[pd.DataFrame, T
         FileNotFoundError, KeyError: as :func:`run_training_log`.
         ValueError: the run and the log have no epoch in common.
     """
-    compared = compare_training(run_training_log(run, train_loss_column(method)), theirs)
-    return compared, summarize(compared, final_noisy_test_accuracy(run), theirs)
+    path, log = _read_log(run)
+    compared = compare_training(_per_epoch(path, log, train_loss_column(method)), theirs)
+    return compared, summarize(compared, _noisy_test_accuracy(log), theirs)
 
 
-def _log_path(run: Path) -> Path | None:
-    """The run's CSV training log (the first of :data:`LOG_NAMES` present), None when it has none."""
-    return next((run / name for name in LOG_NAMES if (run / name).is_file()), None)
+def _read_log(run: Path) -> tuple[Path, pd.DataFrame]:
+    """The run's CSV training log (the first of :data:`LOG_NAMES` present): its path and its table.
+
+    Raises:
+        FileNotFoundError: the run folder has none.
+    """
+    path = next((run / name for name in LOG_NAMES if (run / name).is_file()), None)
+    if path is None:
+        raise FileNotFoundError(f"{run} has no training log ({' or '.join(LOG_NAMES)}): was it run with logger=csv?")
+    return path, pd.read_csv(path)
+
+
+def _per_epoch(path: Path, log: pd.DataFrame, loss_column: str) -> pd.DataFrame:
+    """:func:`run_training_log`'s table from the log read from ``path``."""
+    if loss_column not in log:
+        raise KeyError(f"{path} has no column {loss_column!r}")
+    epochs = log.dropna(subset=["train/loss_epoch"])
+    losses = log.dropna(subset=[loss_column]).groupby("epoch")[loss_column].last()
+    rates = log.dropna(subset=["train/lr"]).groupby("epoch")["train/lr"].last() if "train/lr" in log else None
+    frame = pd.DataFrame(
+        {
+            "epoch": epochs["epoch"].astype(int).to_numpy(),
+            "train_acc": 100 * epochs["train/acc"].to_numpy(),
+        }
+    )
+    frame["train_loss"] = frame["epoch"].map(losses)
+    frame["lr"] = frame["epoch"].map(rates) if rates is not None else math.nan
+    return frame.drop_duplicates("epoch", keep="last").reset_index(drop=True)
+
+
+def _noisy_test_accuracy(log: pd.DataFrame) -> float | None:
+    """:func:`final_noisy_test_accuracy` from the read log."""
+    if "test/acc_noisy" not in log:
+        return None
+    values = log["test/acc_noisy"].dropna()
+    return float(100 * values.iloc[-1]) if len(values) else None
