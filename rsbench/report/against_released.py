@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from rsbench.report.load import Result, canonical
+from rsbench.report.load import canonical
 from rsbench.report.paired import paired_table
 from rsbench.report.released import ReleasedLog, released_logs, training_curve
 from rsbench.report.render import Section
@@ -45,12 +44,6 @@ def matching_log(row: Row, logs: Sequence[ReleasedLog]) -> ReleasedLog | None:
         if all(canonical(first.hparams.get(key, "?")) == canonical(value) for key, value in variant.items()):
             return log
     return None
-
-
-def restrict(result: Result, indices: Sequence[int]) -> Result:
-    """``result`` with only the records of ``indices`` (which it must hold), in that order."""
-    records = result.records.set_index("idx").loc[list(indices)].reset_index()
-    return replace(result, records=records)
 
 
 LAST_COLUMNS = ("same prediction", "radius r", "Δ train acc (epochs)", "noisy test acc", "lr schedule")
@@ -115,8 +108,8 @@ def _compare(row: Row, log: ReleasedLog, options: Options) -> dict[str, Any]:
     }
     if not common:
         return {**line, "note": "not paired: the released log certified none of the row's images"}
-    ours = Row(tuple(restrict(r, common) for r in row.results), row.settings)
-    base = Row((restrict(released, common),), row.settings)
+    ours = Row(tuple(r.on_images(common) for r in row.results), row.settings)
+    base = Row((released.on_images(common),), row.settings)
     paired = paired_table([ours, base], {0: base}, options.radii, options.confidence).iloc[0]
     per_seed = ours.seed_values() - float(np.mean(base.scores))
     k = len(row.results)

@@ -22,7 +22,7 @@ import logging
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +120,10 @@ class Result:
     def scores(self) -> np.ndarray:
         """Per image: the certified radius if the prediction is correct, else 0 (ACR is their mean)."""
         return np.where(self.records["correct"].to_numpy(bool), self.records["radius"].to_numpy(float), 0.0)
+
+    def on_images(self, indices: Iterable[int]) -> Result:
+        """This result with only the records of ``indices`` (which it must hold), in that order."""
+        return replace(self, records=self.records.set_index("idx").loc[list(indices)].reset_index())
 
     def certified(self, radius: float) -> np.ndarray:
         """Per image: correct and certified at ``radius`` or more (abstentions count as wrong)."""
