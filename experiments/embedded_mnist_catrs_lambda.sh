@@ -11,9 +11,9 @@
 #   sigma 0.5: ACR Gaussian 1.273, lambda 1 1.357, lambda 2 1.396 (lambda 2 - 1, paired: +0.039 [+0.010, +0.068])
 #   sigma 1.0: ACR Gaussian 1.396, lambda 1 1.606, lambda 2 1.617 (+0.011 [-0.005, +0.028]); rsbench's default: lambda 2
 # at both (conf/method/catrs.yaml). The sigma 1.0 lambda 1 run was stopped at epoch 63 and resumed with resume=<dir>.
-# COMMIT=experiments/embedded_mnist_catrs_lambda (default; "" to skip): where the reports (sigma<s>/, sigma<s>_vs_lbd1/)
-# and every run's records (experiments/copy_records.sh: certify.tsv, metrics.json, .hydra/, the training log; no
-# checkpoints) are copied.
+# COMMIT=experiments/embedded_mnist_catrs_lambda (default): where every run's records (experiments/copy_records.sh:
+# certify.tsv, metrics.json, .hydra/, the training log; no checkpoints) are copied (runs/) and the reports written
+# (sigma<s>/, sigma<s>_vs_lbd1/), from that copy; "": the reports in <output root>/report_sigma<s>*, from its runs.
 set -euo pipefail
 root=${1:-studies/catrs_lambda}
 radii=(--radii 0 0.5 1.0 1.5 2.0 2.5)
@@ -30,18 +30,20 @@ for sigma in 1.0 0.5; do
     [ -f "$dir/metrics.json" ] || python -m rsbench "${recipe[@]}" method=catrs sigma=$sigma method.lbd=$lbd \
       method.teacher_ckpt="$teacher/checkpoints/best.ckpt" method.teacher_num_samples=1000 hydra.run.dir="$dir"
   done
-  python -m rsbench.report "$root/gaussian_sigma$sigma" "$root"/catrs_sigma${sigma}_lbd* --baseline gaussian \
-    "${radii[@]}" --out "$root/report_sigma$sigma"
-  if [ -f "$root/catrs_sigma${sigma}_lbd1.0/metrics.json" ]; then  # each lambda paired against lambda 1
-    python -m rsbench.report "$root"/catrs_sigma${sigma}_lbd* --baseline "$root/catrs_sigma${sigma}_lbd1.0" \
-      "${radii[@]}" --out "$root/report_sigma${sigma}_vs_lbd1"
-  fi
 done
+# The reports are made from the committed copy of the records when COMMIT is set (so that they carry no machine paths
+# and anyone can remake them from the repository), else from the output root.
 COMMIT=${COMMIT-experiments/embedded_mnist_catrs_lambda}
+runs="$root" reports="$root/report_"
 if [[ -n $COMMIT ]]; then
   bash "$(dirname "$0")/copy_records.sh" "$root" "$COMMIT/runs"
-  for report in "$root"/report_sigma*; do
-    mkdir -p "$COMMIT/${report##*/report_}"
-    cp -r "$report/." "$COMMIT/${report##*/report_}/"
-  done
+  runs="$COMMIT/runs" reports="$COMMIT/"
 fi
+for sigma in 1.0 0.5; do
+  python -m rsbench.report "$runs/gaussian_sigma$sigma" "$runs"/catrs_sigma${sigma}_lbd* --baseline gaussian \
+    "${radii[@]}" --out "${reports}sigma$sigma"
+  if [ -f "$runs/catrs_sigma${sigma}_lbd1.0/metrics.json" ]; then  # each lambda paired against lambda 1
+    python -m rsbench.report "$runs"/catrs_sigma${sigma}_lbd* --baseline "$runs/catrs_sigma${sigma}_lbd1.0" \
+      "${radii[@]}" --out "${reports}sigma${sigma}_vs_lbd1"
+  fi
+done

@@ -11,8 +11,9 @@
 #   sigma 0.5: Gaussian 1.214 ± 0.013, Stability 1.278 ± 0.012 (+0.064 [+0.049, +0.079]),
 #              MACER 1.323 ± 0.008 (+0.109 [+0.092, +0.127]).
 # A run stopped midway continues when the script is rerun (training from last.ckpt, certification after its last row).
-# COMMIT=experiments/embedded_mnist_full_recipe (default; "" to skip): where the report and every run's records
-# (experiments/copy_records.sh: certify.tsv, metrics.json, .hydra/, the training log; no checkpoints) are copied.
+# COMMIT=experiments/embedded_mnist_full_recipe (default): where every run's records (experiments/copy_records.sh:
+# certify.tsv, metrics.json, .hydra/, the training log; no checkpoints) are copied (runs/) and the report written,
+# from that copy; "": the report in <output root>/report, from its runs.
 set -euo pipefail
 root=${1:-studies/full_recipe}
 for sigma in ${SIGMAS:-1.0 0.5}; do
@@ -25,9 +26,12 @@ for sigma in ${SIGMAS:-1.0 0.5}; do
     done
   done
 done
-python -m rsbench.report "$root"/*_seed[0-9] --baseline gaussian --radii 0 0.5 1.0 1.5 2.0 2.5 --out "$root/report"
+# The report is made from the committed copy of the records when COMMIT is set (so that it carries no machine paths
+# and anyone can remake it from the repository), else from the output root.
 COMMIT=${COMMIT-experiments/embedded_mnist_full_recipe}
+runs="$root" report="$root/report"
 if [[ -n $COMMIT ]]; then
   bash "$(dirname "$0")/copy_records.sh" "$root" "$COMMIT/runs"
-  cp -r "$root/report/." "$COMMIT/"
+  runs="$COMMIT/runs" report="$COMMIT"
 fi
+python -m rsbench.report "$runs"/*_seed[0-9] --baseline gaussian --radii 0 0.5 1.0 1.5 2.0 2.5 --out "$report"
