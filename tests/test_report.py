@@ -162,6 +162,30 @@ def test_the_device_that_certified_is_a_column_when_rows_differ_and_in_the_capti
     assert "| device " in header
 
 
+def test_how_the_network_was_evaluated_is_shown_when_it_is_not_plain_fp32(tmp_path: Path) -> None:
+    """The certificate holds for the network as evaluated: channels-last, compiled or bf16 rows say so (metrics.json,
+    or an older run's certify_protocol.json), plain fp32 ones stay silent; seeds evaluated differently are not one
+    row."""
+    rng = np.random.default_rng(9)
+    make_run(tmp_path / "plain", radii_of(rng), extra={"channels_last": False, "compile": False})
+    run_report(tmp_path, str(tmp_path / "plain"))
+    assert "network" not in (tmp_path / "report" / "report.md").read_text()
+    make_run(tmp_path / "fast", radii_of(rng), method="macer", extra={"channels_last": True, "compile": False})
+    older = make_run(tmp_path / "older", radii_of(rng), method="stability", extra={"precision": "bf16"})
+    (older / "certify_protocol.json").write_text(json.dumps({"channels_last": False, "compile": True}))
+    frame = run_report(tmp_path, str(tmp_path / "fast"), str(older), str(tmp_path / "plain")).set_index("method")
+    assert frame.at["macer", "network"] == "fp32, channels-last"
+    assert frame.at["stability", "network"] == "bf16, compiled"
+    assert frame.at["gaussian", "network"] == "fp32"
+    assert "| network " in (tmp_path / "report" / "report.md").read_text().split("\n")[2]
+    run_report(tmp_path, str(tmp_path / "fast"))
+    assert "network=fp32, channels-last" in (tmp_path / "report" / "report.md").read_text()
+    make_run(tmp_path / "seed1", radii_of(rng), seed=1)  # gaussian again, evaluated in the default layout
+    make_run(tmp_path / "seed2", radii_of(rng), seed=2, extra={"channels_last": True})
+    with pytest.raises(ReportError, match=r"different protocols \(network: 'fp32' vs 'fp32, channels-last'\)"):
+        group_rows(find_results([tmp_path / "seed1", tmp_path / "seed2"]))
+
+
 def test_rows_on_different_images_are_never_paired(tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     make_run(tmp_path / "gaussian", radii_of(rng), indices=range(60))

@@ -422,6 +422,8 @@ class Certification:
                 "mode": settings.mode,
                 "sigma_mode": settings.sigma_mode,
                 "precision": settings.speed.precision,
+                "channels_last": settings.speed.channels_last,
+                "compile": settings.speed.compile,
                 "mean_samples": sum(row.n for row in rows) / len(rows) if rows else 0.0,
                 **({"design": settings.sequential.design} if settings.sequential is not None else {}),
             },

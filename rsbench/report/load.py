@@ -245,6 +245,22 @@ def read_run(run: Path) -> list[Result]:
     ]
 
 
+def network_evaluation(summary: Mapping[str, Any], run: Path) -> str:
+    """How the certified network was evaluated: ``fp32``, or its precision and options (``fp32, channels-last``).
+
+    The certificate holds for the network as evaluated (rsbench/certify/settings.py, ``Speed``), so rows evaluated
+    differently are different classifiers. ``metrics.json`` records the precision, and channels-last and compilation
+    since rsbench recorded them there; for an older run they are read from its ``certify_protocol.json`` (and taken
+    as off where neither says).
+    """
+    options = summary
+    if "channels_last" not in summary and (run / "certify_protocol.json").is_file():
+        options = _read_json(run / "certify_protocol.json")
+    parts = [str(summary.get("precision", "fp32"))]
+    parts += [name for key, name in (("channels_last", "channels-last"), ("compile", "compiled")) if options.get(key)]
+    return ", ".join(parts)
+
+
 def _sequential_variant(metrics: dict[str, Any]) -> str:
     """``sequential`` for the first design (runs before #22 record no design), ``sequential <design>`` otherwise."""
     design = metrics.get("design", "looks")
@@ -282,7 +298,7 @@ def _run_result(
         "alpha": summary["alpha"],
         "mode": summary.get("mode", "standard"),
         "radius_cap": summary.get("radius_cap"),
-        "precision": summary.get("precision", "fp32"),
+        "network": network_evaluation(summary, run),
         "test_size": subset.get("test_size"),
         "subset": indices_digest([int(i) for i in indices]),
     }

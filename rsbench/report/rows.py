@@ -22,7 +22,7 @@ from rsbench.report.load import ReportError, Result, canonical
 from rsbench.report.stats import Estimate, MeanInterval, mean_interval, proportion_interval
 
 DEDICATED = {"method", "dataset", "arch", "sigma", "seed"}  # keys with their own column, or the one rows average
-PROTOCOL_KEYS = ("n0", "n", "alpha", "mode", "precision", "test_size", "subset")
+PROTOCOL_KEYS = ("n0", "n", "alpha", "mode", "network", "test_size", "subset")
 HParams = tuple[tuple[str, str], ...]  # a method's hyperparameters as sorted (name, canonical value) pairs
 
 

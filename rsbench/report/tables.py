@@ -69,6 +69,7 @@ def results_frame(rows: Sequence[Row], options: Options) -> pd.DataFrame:
             "n": first.protocol.get("n"),
             "alpha": first.protocol.get("alpha"),
             "mode": first.protocol.get("mode"),
+            "network": first.protocol.get("network", "fp32"),
             "samples_per_image": first.mean_samples,
             "radius_cap": first.cap,
             "acr": acr.value,
@@ -121,6 +122,8 @@ def display_frame(
         "n": [_count(v) for v in frame["n"]],
         "alpha": [_number(v) for v in frame["alpha"]],
     }
+    if (frame["network"] != "fp32").any():  # a network evaluated otherwise is another classifier: say how
+        optional["network"] = [str(v) for v in frame["network"]]
     if (frame["mode"] == "sequential").any():  # sequential CERTIFY draws fewer samples than n; show how many
         optional["samples/img"] = [_count(v) for v in frame["samples_per_image"].fillna(frame["n"])]
     for name, values in optional.items():
