@@ -174,15 +174,15 @@ def test_how_the_network_was_evaluated_is_shown_when_it_is_not_plain_fp32(tmp_pa
     older = make_run(tmp_path / "older", radii_of(rng), method="stability", extra={"precision": "bf16"})
     (older / "certify_protocol.json").write_text(json.dumps({"channels_last": False, "compile": True}))
     frame = run_report(tmp_path, str(tmp_path / "fast"), str(older), str(tmp_path / "plain")).set_index("method")
-    assert frame.at["macer", "network"] == "fp32, channels-last"
-    assert frame.at["stability", "network"] == "bf16, compiled"
+    assert frame.at["macer", "network"] == "fp32+channels-last"
+    assert frame.at["stability", "network"] == "bf16+compiled"
     assert frame.at["gaussian", "network"] == "fp32"
     assert "| network " in (tmp_path / "report" / "report.md").read_text().split("\n")[2]
     run_report(tmp_path, str(tmp_path / "fast"))
-    assert "network=fp32, channels-last" in (tmp_path / "report" / "report.md").read_text()
+    assert "network=fp32+channels-last" in (tmp_path / "report" / "report.md").read_text()
     make_run(tmp_path / "seed1", radii_of(rng), seed=1)  # gaussian again, evaluated in the default layout
     make_run(tmp_path / "seed2", radii_of(rng), seed=2, extra={"channels_last": True})
-    with pytest.raises(ReportError, match=r"different protocols \(network: 'fp32' vs 'fp32, channels-last'\)"):
+    with pytest.raises(ReportError, match=r"different protocols \(network: 'fp32' vs 'fp32\+channels-last'\)"):
         group_rows(find_results([tmp_path / "seed1", tmp_path / "seed2"]))
 
 

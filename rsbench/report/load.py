@@ -246,7 +246,7 @@ def read_run(run: Path) -> list[Result]:
 
 
 def network_evaluation(summary: Mapping[str, Any], run: Path) -> str:
-    """How the certified network was evaluated: ``fp32``, or its precision and options (``fp32, channels-last``).
+    """How the certified network was evaluated: ``fp32``, or its precision and options (``fp32+channels-last``).
 
     The certificate holds for the network as evaluated (rsbench/certify/settings.py, ``Speed``), so rows evaluated
     differently are different classifiers. ``metrics.json`` records the precision, and channels-last and compilation
@@ -258,7 +258,7 @@ def network_evaluation(summary: Mapping[str, Any], run: Path) -> str:
         options = _read_json(run / "certify_protocol.json")
     parts = [str(summary.get("precision", "fp32"))]
     parts += [name for key, name in (("channels_last", "channels-last"), ("compile", "compiled")) if options.get(key)]
-    return ", ".join(parts)
+    return "+".join(parts)
 
 
 def _sequential_variant(metrics: dict[str, Any]) -> str:
