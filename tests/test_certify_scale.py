@@ -92,6 +92,21 @@ def test_channels_last_buffers_hold_gaussian_noise_around_the_image() -> None:
     assert noise.std().item() == pytest.approx(0.25, rel=0.02)
 
 
+def test_channels_last_draws_the_same_noise_as_the_default_layout_for_one_channel_images() -> None:
+    """With one channel, NCHW and NHWC are the same memory order, so the seeded noise lands on the same pixels: only a
+    network's arithmetic can differ (for three channels the samples are placed differently: same law, other draws)."""
+    batches = {}
+    for channels in (1, 3):
+        x = torch.rand(channels, 8, 8)
+        for channels_last in (False, True):
+            recorder = Recorder()
+            smooth = Smooth(recorder, 10, 0.25, channels_last=channels_last)
+            smooth.sample_counts(x, 300, 300, torch.Generator().manual_seed(0))
+            batches[channels, channels_last] = recorder.batches[0]
+    assert torch.equal(batches[1, False], batches[1, True])  # the very same floats: nothing is computed differently
+    assert not torch.equal(batches[3, False], batches[3, True])
+
+
 def test_look_schedule() -> None:
     assert LookSchedule(1000, 2.0, 100_000).looks() == [1000, 2000, 4000, 8000, 16000, 32000, 64000, 100000]
     assert LookSchedule(100, 10.0, 100).looks() == [100]

@@ -7,10 +7,11 @@
 Each image's noise comes from streams seeded by (certify.seed, image index) and is always drawn and added in fp32,
 so ``precision=bf16`` (autocast of the network) or ``compile`` evaluate the very same noisy inputs as fp32: every
 difference between the two ``certify.tsv`` files is a vote the network cast differently. (``channels_last`` also
-places the noise differently, so its comparison mixes the arithmetic with fresh noise.) The tool prints how often
-the prediction and the certification status agree, the radius differences, the vote-count differences (|dk| / n
-is a lower bound on the share of noisy inputs the two networks classify differently), and how many certificates
-land in another cell of the certified-accuracy table.
+places the noise differently in a multi-channel image, so there its comparison mixes the arithmetic with fresh noise;
+for one-channel images, MNIST's and Fashion-MNIST's, both layouts are the same memory order and the noise is the
+same.) The tool prints how often the prediction and the certification status agree, the radius differences, the
+vote-count differences (|dk| / n is a lower bound on the share of noisy inputs the two networks classify
+differently), and how many certificates land in another cell of the certified-accuracy table.
 """
 
 from __future__ import annotations
