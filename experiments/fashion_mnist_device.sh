@@ -17,7 +17,10 @@
 # Settings, from the environment (run): CELLS="stability:0.5 stability:0.25 stability:1.0 consistency:0.25
 # consistency:1.0" (method:sigma, the cheapest cells not yet run first), BUDGET_S=540, CELL_MIN_S=240, EXTRA="" (more
 # Hydra overrides for every cell), WHEELS=.device/wheels and DATA=.device/fashion-mnist (as pack writes them).
-# A cell cut by the budget leaves nothing (the machine starts bare each time): size CELLS to the time left.
+# A cell cut by the budget (or failing) returns its run folder as $OUT/<method>_sigma<s>.partial.tgz (checkpoints
+# and rows so far; the machine starts bare each time), which unpack puts under PARTIAL (default
+# multirun/fashion_mnist_device_partial) with the command that continues it here: its training from the last epoch's
+# checkpoint, its certification after the last row (the accelerator and data folder may change on resume).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 step=${1:-}
@@ -73,14 +76,20 @@ torch.cuda.get_device_name(0))" | tee "$log"
       rm "$OUT/$name.out"
       echo "$method sigma $sigma: done in $((SECONDS - begin)) s" | tee -a "$log"
     else
-      echo "$method sigma $sigma: stopped or failed after $((SECONDS - begin)) s (its output: $name.out)" | tee -a "$log"
+      local kept=""
+      if [[ -d $runs/$name ]]; then  # what it had done, resumable elsewhere (checkpoints included, W&B files not)
+        tar czf "$OUT/$name.partial.tgz" --exclude=./wandb -C "$runs/$name" .
+        kept="; what it had done: $name.partial.tgz"
+      fi
+      echo "$method sigma $sigma: stopped or failed after $((SECONDS - begin)) s (its output: $name.out$kept)" \
+        | tee -a "$log"
     fi
   done
 }
 
 unpack() {
   local from=${1:?usage: bash experiments/fashion_mnist_device.sh unpack <folder holding the .tgz files>}
-  local runs=${RUNS:-experiments/fashion_mnist_table/runs}
+  local runs=${RUNS:-experiments/fashion_mnist_table/runs} partial=${PARTIAL:-multirun/fashion_mnist_device_partial}
   shopt -s nullglob
   local archives=("$from"/*_sigma*.tgz)
   if ((${#archives[@]} == 0)); then
@@ -90,6 +99,14 @@ unpack() {
   for archive in "${archives[@]}"; do
     local name
     name=$(basename "$archive" .tgz)
+    if [[ $name == *.partial ]]; then  # a cut cell: a run folder to resume here, not records to commit
+      name=${name%.partial}
+      mkdir -p "$partial/$name"
+      tar xzf "$archive" -C "$partial/$name"
+      echo "$partial/$name (cut on the device; continue it with: python -m rsbench resume=$partial/$name" \
+        "data_dir=<the four idx files> dataset.num_workers=0)"
+      continue
+    fi
     mkdir -p "$runs/$name"
     tar xzf "$archive" -C "$runs/$name"
     echo "$runs/$name"

@@ -98,6 +98,31 @@ def test_a_cell_the_budget_cannot_fit_is_not_started_and_a_failing_one_keeps_its
     assert failed.returncode == 0, failed.stderr  # the next cells still run
     assert "no_such_method sigma 0.5: stopped or failed" in (out / "device.log").read_text()
     assert "no_such_method" in (out / "no_such_method_sigma0.5.out").read_text()  # the run's own error, kept
+    assert not (out / "no_such_method_sigma0.5.partial.tgz").exists()  # it wrote no run folder: nothing to keep
+
+
+def test_a_cut_cell_returns_its_run_folder_and_unpack_says_how_to_continue_it(data: Path, tmp_path: Path) -> None:
+    """A cell stopped by the budget (here: a run folder an earlier attempt left, and a cell that then fails) comes back
+    whole but for W&B files, and unpacks as a run folder to resume, apart from the committed records."""
+    out, work = tmp_path / "out", tmp_path / "work"
+    out.mkdir()
+    cell = work / "no_such_method_sigma0.5"
+    for name in ("checkpoints/last.ckpt", "certify.tsv", ".hydra/overrides.yaml", "wandb/run/files/log.txt"):
+        (cell / name).parent.mkdir(parents=True, exist_ok=True)
+        (cell / name).write_text(name)
+    ran = script("run", OUT=str(out), WHEELS="", DATA=str(data), RUNS=str(work), CELLS="no_such_method:0.5")
+    assert ran.returncode == 0, ran.stderr
+    assert "what it had done: no_such_method_sigma0.5.partial.tgz" in (out / "device.log").read_text()
+    with tarfile.open(out / "no_such_method_sigma0.5.partial.tgz") as archive:
+        names = {name for name in archive.getnames() if not archive.getmember(name).isdir()}
+    assert names == {"./checkpoints/last.ckpt", "./certify.tsv", "./.hydra/overrides.yaml"}
+
+    runs, partial = tmp_path / "runs", tmp_path / "partial"
+    unpacked = script("unpack", str(out), RUNS=str(runs), PARTIAL=str(partial))
+    assert unpacked.returncode == 0, unpacked.stderr
+    assert f"python -m rsbench resume={partial}/no_such_method_sigma0.5 data_dir=" in unpacked.stdout
+    assert (partial / "no_such_method_sigma0.5" / "checkpoints" / "last.ckpt").read_text() == "checkpoints/last.ckpt"
+    assert not runs.exists()  # a cut cell is not a record to commit
 
 
 def test_each_step_refuses_what_it_cannot_use(tmp_path: Path) -> None:
