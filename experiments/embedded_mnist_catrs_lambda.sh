@@ -6,8 +6,8 @@
 # against Gaussian (clean accuracy lost, ACR gained) with the one in the authors' released MNIST certification logs.
 #   experiments/embedded_mnist_catrs_lambda.sh [output root, default: studies/catrs_lambda]
 # Teacher votes: N=1,000 per training image (the authors: 10,000), to keep the teacher pass to minutes on a CPU.
-# LAMBDAS="1.0 2.0" (default) picks the lambdas. About 4.5 hours on one CPU core: a CAT-RS run trains ~54 minutes and
-# certifies ~5, a Gaussian run ~3 + 6. Measured (one seed each; reports in experiments/embedded_mnist_catrs_lambda/):
+# LAMBDAS="1.0 2.0" (default) picks the lambdas, SIGMAS="1.0 0.5" (default) the sigmas. About 4.5 hours on one CPU
+# core: a CAT-RS run trains ~54 minutes and certifies ~5, a Gaussian run ~3 + 6. Measured (one seed each; reports in experiments/embedded_mnist_catrs_lambda/):
 #   sigma 0.5: ACR Gaussian 1.273, lambda 1 1.357, lambda 2 1.396 (lambda 2 - 1, paired: +0.039 [+0.010, +0.068])
 #   sigma 1.0: ACR Gaussian 1.396, lambda 1 1.606, lambda 2 1.617 (+0.011 [-0.005, +0.028]); rsbench's default: lambda 2
 # at both (conf/method/catrs.yaml). The sigma 1.0 lambda 1 run was stopped at epoch 63 and resumed with resume=<dir>.
@@ -22,7 +22,7 @@ recipe=(experiment=mnist_full_recipe trainer.max_epochs=150 "scheduler.milestone
 teacher="$root/teacher_gaussian_sigma0.25"
 [ -f "$teacher/checkpoints/best.ckpt" ] || python -m rsbench "${recipe[@]}" method=gaussian sigma=0.25 test=false \
   hydra.run.dir="$teacher"
-for sigma in 1.0 0.5; do
+for sigma in ${SIGMAS:-1.0 0.5}; do
   dir="$root/gaussian_sigma${sigma}"
   [ -f "$dir/metrics.json" ] || python -m rsbench "${recipe[@]}" method=gaussian sigma=$sigma hydra.run.dir="$dir"
   for lbd in ${LAMBDAS:-1.0 2.0}; do
@@ -39,7 +39,7 @@ if [[ -n $COMMIT ]]; then
   bash "$(dirname "$0")/copy_records.sh" "$root" "$COMMIT/runs"
   runs="$COMMIT/runs" reports="$COMMIT/"
 fi
-for sigma in 1.0 0.5; do
+for sigma in ${SIGMAS:-1.0 0.5}; do
   python -m rsbench.report "$runs/gaussian_sigma$sigma" "$runs"/catrs_sigma${sigma}_lbd* --baseline gaussian \
     "${radii[@]}" --out "${reports}sigma$sigma"
   if [ -f "$runs/catrs_sigma${sigma}_lbd1.0/metrics.json" ]; then  # each lambda paired against lambda 1
