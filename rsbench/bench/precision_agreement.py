@@ -31,7 +31,8 @@ def compare(first: list[CertificationRow], second: list[CertificationRow], step:
     Returns:
         ``images``; ``same_prediction``, ``same_status`` (certified or abstained alike) and ``same_cell`` (the same
         grid bin floor(R / step), or both abstained) as fractions; ``radius_median`` and ``radius_max`` of |dR| over
-        images certified by both; ``votes_mean`` and ``votes_max`` of |dk| / n.
+        images certified by both; ``votes_mean`` and ``votes_max`` of |dk| / n; ``same_votes``, the fraction of images
+        with the same vote count for the predicted class.
     """
     other = {row.idx: row for row in second}
     pairs = [(row, other[row.idx]) for row in first if row.idx in other]
@@ -53,6 +54,7 @@ def compare(first: list[CertificationRow], second: list[CertificationRow], step:
         "radius_max": float(radius.max()),
         "votes_mean": float(votes.mean()) if votes.size else math.nan,
         "votes_max": float(votes.max()) if votes.size else math.nan,
+        "same_votes": float(np.mean(votes == 0)) if votes.size else math.nan,
     }
 
 
@@ -69,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{int(result['images'])} images: same prediction {100 * result['same_prediction']:.2f}%, same status "
         f"(certified / abstained) {100 * result['same_status']:.2f}%, same table cell {100 * result['same_cell']:.2f}%"
         f"; |radius difference| median {result['radius_median']:.2e}, max {result['radius_max']:.2e}; "
-        f"|vote difference| / n mean {result['votes_mean']:.2e}, max {result['votes_max']:.2e}"
+        f"|vote difference| / n mean {result['votes_mean']:.2e}, max {result['votes_max']:.2e}; the same vote count "
+        f"on {100 * result['same_votes']:.2f}%"
     )
     return 0
 
