@@ -7,7 +7,8 @@
 #   experiments/embedded_mnist_catrs_lambda.sh [output root, default: studies/catrs_lambda]
 # Teacher votes: N=1,000 per training image (the authors: 10,000), to keep the teacher pass to minutes on a CPU.
 # LAMBDAS="1.0 2.0" (default) picks the lambdas, SIGMAS="1.0 0.5" (default) the sigmas. About 4.5 hours on one CPU
-# core: a CAT-RS run trains ~54 minutes and certifies ~5, a Gaussian run ~3 + 6. Measured (one seed each; reports in experiments/embedded_mnist_catrs_lambda/):
+# core: a CAT-RS run trains ~54 minutes and certifies ~5, a Gaussian run ~3 + 6. Measured (one seed each; reports in
+# experiments/embedded_mnist_catrs_lambda/):
 #   sigma 0.5: ACR Gaussian 1.273, lambda 1 1.357, lambda 2 1.396 (lambda 2 - 1, paired: +0.039 [+0.010, +0.068])
 #   sigma 1.0: ACR Gaussian 1.396, lambda 1 1.606, lambda 2 1.617 (+0.011 [-0.005, +0.028]); rsbench's default: lambda 2
 # at both (conf/method/catrs.yaml). The sigma 1.0 lambda 1 run was stopped at epoch 63 and resumed with resume=<dir>.

@@ -22,11 +22,11 @@
 # Extra arguments are Hydra overrides for every run (e.g. dataset.num_workers=0). The default trainer takes the GPU when
 # there is one, in fp32 as the authors trained (trainer=gpu would train in bf16). On a CPU, add
 # certify.channels_last=true: LeNet certifies about twice as fast, on the same noise (one-channel images), still fp32
-# (the report shows network=fp32+channels-last; measured in experiments/fashion_mnist_table/README.md). A finished run is kept
-# when the command is run again; a stopped one resumes. Cost (measured, experiments/fashion_mnist_table/README.md;
-# every cell: python experiments/fashion_mnist_table_cost.py): one Gaussian cell is about 1.1 h of training and
-# 2.5 h of certification of 500 images on one CPU core (1.4 h with certify.channels_last=true), the whole table
-# about 460 core-hours; about 20 h on one GPU.
+# (the report shows network=fp32+channels-last; measured in experiments/fashion_mnist_table/README.md). A finished
+# run is kept when the command is run again; a stopped one resumes. Cost (measured,
+# experiments/fashion_mnist_table/README.md; every cell: python experiments/fashion_mnist_table_cost.py): one Gaussian
+# cell is about 1.1 h of training and 2.5 h of certification of 500 images on one CPU core (1.4 h with
+# certify.channels_last=true), the whole table about 460 core-hours; about 20 h on one GPU.
 set -euo pipefail
 SWEEP=${SWEEP:-multirun/fashion_mnist_table}
 METHODS=${METHODS:-"gaussian stability smoothadv macer consistency smoothmix catrs"}
