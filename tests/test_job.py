@@ -32,6 +32,7 @@ from rsbench.errors import (
 )
 from rsbench.methods import GaussianAugmentation
 from rsbench.runs.cli import expand_resume, is_query, override_key
+from rsbench.runs.job import store_certification_settings
 from rsbench.runs.lock import RunLock
 from rsbench.runs.loggers import CSVLogger
 from rsbench.runs.resume import check_resumable
@@ -124,6 +125,33 @@ def test_resume_refuses_changed_training_settings_by_name(make_cfg, tmp_path: Pa
     with pytest.raises(ResumeMismatchError, match=r"certify\.n: the run has 10000, this command asks for 77"):
         check_resumable(make_cfg("method=consistency", "certify.n=77", output_dir=run_dir), run_dir, certified=True)
     check_resumable(make_cfg("method=consistency", "certify.max_images=3", output_dir=run_dir), run_dir, certified=True)
+
+
+def test_a_resume_that_changes_certification_before_any_row_is_what_later_resumes_compare_with(
+    make_cfg, tmp_path: Path
+) -> None:
+    """Trained, not yet certified, resumed with certify.channels_last=true: its rows are certified that way, so the
+    stored config and overrides take the new setting (the training ones stay) and the next resume, with rows, accepts
+    it and refuses the old one (before, both were refused: the stored config said false, the rows true)."""
+    run_dir = tmp_path / "run"
+    (run_dir / ".hydra").mkdir(parents=True)
+    OmegaConf.save(make_cfg("method=gaussian", output_dir=run_dir), run_dir / ".hydra" / "config.yaml")
+    OmegaConf.save(OmegaConf.create(["method=gaussian", "certify.n=500"]), run_dir / ".hydra" / "overrides.yaml")
+    resumed = make_cfg("method=gaussian", "certify.channels_last=true", output_dir=run_dir)
+    check_resumable(resumed, run_dir, certified=False)
+    store_certification_settings(run_dir, resumed, ["method=gaussian", "certify.channels_last=true"])
+    check_resumable(resumed, run_dir, certified=True)
+    with pytest.raises(
+        ResumeMismatchError, match=r"certify\.channels_last: the run has True, this command asks for False"
+    ):
+        check_resumable(make_cfg("method=gaussian", output_dir=run_dir), run_dir, certified=True)
+    assert OmegaConf.to_container(OmegaConf.load(run_dir / ".hydra" / "overrides.yaml")) == [
+        "method=gaussian",
+        "certify.channels_last=true",  # certify.n=500 was not given again: the rows are certified without it
+    ]
+    stored = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
+    assert stored.certify.channels_last is True
+    assert stored.trainer.max_epochs == resumed.trainer.max_epochs  # the training settings: kept as they were
 
 
 def test_pointing_ckpt_path_at_the_runs_own_checkpoint_is_the_resume_itself(make_cfg, tmp_path: Path) -> None:

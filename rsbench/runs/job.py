@@ -31,11 +31,11 @@ from omegaconf import DictConfig, OmegaConf
 from rsbench.certify.records import record_files
 from rsbench.errors import RunDirectoryBusyError, user_message
 from rsbench.runs.certify_model import certify_model
-from rsbench.runs.cli import RUN_CONFIG, TRAIN, Command
+from rsbench.runs.cli import RUN_CONFIG, TRAIN, Command, override_key
 from rsbench.runs.lock import LOCK_FILE, RunLock
 from rsbench.runs.prerequisites import PlannedRun, plan_prerequisites
 from rsbench.runs.quoting import override, resume_command
-from rsbench.runs.resume import CERTIFIED_MODEL, TRAINED, check_resumable
+from rsbench.runs.resume import CERTIFIED, CERTIFIED_MODEL, TRAINED, check_resumable
 from rsbench.runs.run import run
 from rsbench.runs.status import write_status
 from rsbench.stop import StopGuard, StopRequested
@@ -100,8 +100,10 @@ def execute(
     """
     work = run_with_prerequisites if command.trains else certify_model
     identity = TRAINED if command.trains else CERTIFIED_MODEL
+    certified = False
 
     def check() -> None:  # read-only: before the lock
+        nonlocal certified
         certified = bool(record_files(output_dir, None))
         check_resumable(cfg, output_dir, certified=certified, keys=identity, module=command.module)
 
@@ -115,6 +117,8 @@ def execute(
         nonlocal started
         started = True
         save_run_config(output_dir, cfg, overrides)
+        if not certified:
+            store_certification_settings(output_dir, cfg, overrides)
         write_status(output_dir, "running", overrides, module=command.module)
 
     try:
@@ -207,6 +211,32 @@ def save_run_config(output_dir: Path, cfg: DictConfig, overrides: Sequence[str])
     OmegaConf.save(OmegaConf.create(list(overrides)), folder / "overrides.yaml")
     if HydraConfig.initialized() and Path(HydraConfig.get().runtime.output_dir).resolve() == output_dir.resolve():
         OmegaConf.save(OmegaConf.create({"hydra": HydraConfig.get()}), folder / "hydra.yaml")
+
+
+def store_certification_settings(output_dir: Path, cfg: DictConfig, overrides: Sequence[str]) -> None:
+    """Store the certification settings of a run that has no certificate rows yet (a new run, or a resumed one).
+
+    A resumed run may change them until it has rows (:func:`rsbench.runs.resume.check_resumable`); its first rows are
+    certified under the settings given now, so ``.hydra/config.yaml`` and ``overrides.yaml`` take them (the keys under
+    :data:`~rsbench.runs.resume.CERTIFIED`; the training settings stay the original ones), and a later ``resume=`` is
+    compared with, and replays, what the rows were certified under.
+    """
+    folder = output_dir / RUN_CONFIG
+    stored = OmegaConf.load(folder / "config.yaml")
+    for key in CERTIFIED:
+        node = OmegaConf.select(cfg, key, default=None)
+        if node is not None:
+            value = OmegaConf.to_container(node, resolve=False) if OmegaConf.is_config(node) else node
+            OmegaConf.update(stored, key, value, merge=False)
+    OmegaConf.save(stored, folder / "config.yaml")
+    stored_overrides = [str(o) for o in OmegaConf.to_container(OmegaConf.load(folder / "overrides.yaml"))]  # type: ignore[union-attr]
+
+    def certifying(argument: str) -> bool:
+        key = override_key(argument) or ""
+        return any(key == name or key.startswith(f"{name}.") for name in CERTIFIED)
+
+    kept = [o for o in stored_overrides if not certifying(o)]
+    OmegaConf.save(OmegaConf.create(kept + [o for o in overrides if certifying(o)]), folder / "overrides.yaml")
 
 
 def _describe(error: BaseException) -> str:
