@@ -116,8 +116,7 @@ def execute(
     def ready() -> None:
         nonlocal started
         started = True
-        save_run_config(output_dir, cfg, overrides)
-        if not certified:
+        if not save_run_config(output_dir, cfg, overrides) and not certified:  # a resume that has no rows yet
             store_certification_settings(output_dir, cfg, overrides)
         write_status(output_dir, "running", overrides, module=command.module)
 
@@ -201,20 +200,24 @@ def remove_new(output_dir: Path, log_file: str | None) -> None:
         parent = parent.parent
 
 
-def save_run_config(output_dir: Path, cfg: DictConfig, overrides: Sequence[str]) -> None:
-    """Write ``.hydra/config.yaml``, ``overrides.yaml`` (and ``hydra.yaml``) once: a resumed run keeps its originals."""
+def save_run_config(output_dir: Path, cfg: DictConfig, overrides: Sequence[str]) -> bool:
+    """Write ``.hydra/config.yaml``, ``overrides.yaml`` (and ``hydra.yaml``) once: a resumed run keeps its originals.
+
+    Returns whether they were written (False for a resumed run).
+    """
     folder = output_dir / RUN_CONFIG
     if (folder / "config.yaml").is_file():
-        return
+        return False
     folder.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(cfg, folder / "config.yaml")
     OmegaConf.save(OmegaConf.create(list(overrides)), folder / "overrides.yaml")
     if HydraConfig.initialized() and Path(HydraConfig.get().runtime.output_dir).resolve() == output_dir.resolve():
         OmegaConf.save(OmegaConf.create({"hydra": HydraConfig.get()}), folder / "hydra.yaml")
+    return True
 
 
 def store_certification_settings(output_dir: Path, cfg: DictConfig, overrides: Sequence[str]) -> None:
-    """Store the certification settings of a run that has no certificate rows yet (a new run, or a resumed one).
+    """Store the certification settings of a resumed run that has no certificate rows yet.
 
     A resumed run may change them until it has rows (:func:`rsbench.runs.resume.check_resumable`); its first rows are
     certified under the settings given now, so ``.hydra/config.yaml`` and ``overrides.yaml`` take them (the keys under
