@@ -5,18 +5,23 @@
 #   bash experiments/fashion_mnist_device.sh pack
 #       here: the wheels rsbench needs beyond that machine's packages (hydra-core, omegaconf, antlr4 runtime, at the
 #       versions installed in the environment of PYTHON, default python) and the four Fashion-MNIST idx files of
-#       Debian's dataset-fashion-mnist, into .device/ (git-ignored; 30 MB)
+#       Debian's dataset-fashion-mnist, into .device/ (git-ignored; 30 MB); and every cut cell under PARTIAL (below)
+#       whose records are not in RUNS yet, into .device/partial/ (its run folder without W&B files; about 4 MB)
 #   run(command="bash experiments/fashion_mnist_device.sh run", carry=[".device"], timeout_s=560)
-#       there: each cell of CELLS in turn (protocol=authors, seed 0, every 20th test image, n0=100, n=100,000,
-#       alpha=0.001: fashion_mnist_table.sh's settings; fp32, the default trainer, on the GPU), while at least
-#       CELL_MIN_S seconds of BUDGET_S are left; each finished cell's records (experiments/copy_records.sh: no
-#       checkpoints) as $OUT/<method>_sigma<s>.tgz, and $OUT/device.log with the versions and each cell's seconds
+#       there: the cut cells of .device/partial/ first, each continued where it stopped (`resume=`), then each cell of
+#       CELLS in turn (protocol=authors, seed 0, every 20th test image, n0=100, n=100,000, alpha=0.001:
+#       fashion_mnist_table.sh's settings; fp32, the default trainer, on the GPU), while at least CELL_MIN_S seconds
+#       of BUDGET_S are left; each finished cell's records (experiments/copy_records.sh: no checkpoints) as
+#       $OUT/<method>_sigma<s>.tgz, and $OUT/device.log with the versions and each cell's seconds. A cell whose run
+#       folder is already on the machine (a second call while it is warm) is continued too.
 #   bash experiments/fashion_mnist_device.sh unpack <files_at>
 #       here: each tarball into experiments/fashion_mnist_table/runs/<method>_sigma<s>/; then remake the report
 #       (the command in experiments/fashion_mnist_table/README.md)
-# Settings, from the environment (run): CELLS="stability:0.5 stability:0.25 stability:1.0 consistency:0.25
-# consistency:1.0" (method:sigma, the cheapest cells not yet run first), BUDGET_S=540, CELL_MIN_S=240, EXTRA="" (more
-# Hydra overrides for every cell), WHEELS=.device/wheels and DATA=.device/fashion-mnist (as pack writes them).
+# Settings, from the environment (run): CELLS="stability:1.0 consistency:0.25 consistency:1.0" (method:sigma, the
+# cheapest cells not yet run first), BUDGET_S=540, CELL_MIN_S=240, EXTRA="" (more Hydra overrides for every cell),
+# WHEELS=.device/wheels, DATA=.device/fashion-mnist and CARRIED=.device/partial (as pack writes them).
+# Measured on an H200 (2026-11-27, torch 2.11): a Stability cell in 298 s, about 3 s per training epoch (the authors'
+# logs: 2.98-3.33 s on their GPU) and 15 s to certify its 500 images at n = 100,000 (0.03 s per image).
 # A cell cut by the budget (or failing) returns its run folder as $OUT/<method>_sigma<s>.partial.tgz (checkpoints
 # and rows so far; the machine starts bare each time), which unpack puts under PARTIAL (default
 # multirun/fashion_mnist_device_partial) with the command that continues it here: its training from the last epoch's
@@ -41,6 +46,17 @@ print(*(f'{name}=={v(name)}' for name in ('hydra-core', 'omegaconf', 'antlr4-pyt
     fi
     cp "$source/$name.gz" "$data/"
   done
+  local partial=${PARTIAL:-multirun/fashion_mnist_device_partial} runs=${RUNS:-experiments/fashion_mnist_table/runs}
+  rm -rf .device/partial
+  shopt -s nullglob
+  for folder in "$partial"/*_sigma*/; do  # the cut cells to continue on the device, unless finished since
+    local name
+    name=$(basename "$folder")
+    [[ -f $runs/$name/metrics.json ]] && continue
+    mkdir -p ".device/partial/$name"
+    tar cf - --exclude=./wandb -C "$folder" . | tar xf - -C ".device/partial/$name"
+    echo "continues on the device: $name"
+  done
   du -sh .device
 }
 
@@ -48,8 +64,14 @@ run() {
   : "${OUT:?run is for the device machine, which sets OUT}"
   local wheels=${WHEELS-.device/wheels} data=${DATA:-.device/fashion-mnist} started=$SECONDS
   local budget=${BUDGET_S:-540} minimum=${CELL_MIN_S:-240}
-  local cells=${CELLS:-"stability:0.5 stability:0.25 stability:1.0 consistency:0.25 consistency:1.0"}
-  local log=$OUT/device.log runs=${RUNS:-/tmp/rsbench_device_runs}
+  local cells=${CELLS:-"stability:1.0 consistency:0.25 consistency:1.0"} carried=${CARRIED:-.device/partial}
+  local log=$OUT/device.log runs=${RUNS:-/tmp/rsbench_device_runs} folder cut=""
+  shopt -s nullglob
+  for folder in "$carried"/*_sigma*/; do  # the cut cells pack carried, first (method_sigma<s> -> method:<s>)
+    folder=$(basename "$folder")
+    cut+="${folder%_sigma*}:${folder##*_sigma} "
+  done
+  cells=$(printf '%s\n' $cut $cells | awk '!seen[$0]++' | tr '\n' ' ')  # each cell once, the cut ones first
   if [[ -n $wheels ]]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
       "$wheels"/*.whl
@@ -66,11 +88,18 @@ torch.cuda.get_device_name(0))" | tee "$log"
       continue
     fi
     local name=${method}_sigma$sigma begin=$SECONDS
+    if [[ ! -d $runs/$name && -d $carried/$name ]]; then
+      mkdir -p "$runs" && cp -r "$carried/$name" "$runs/$name"
+    fi
+    local settings=(dataset=fashion_mnist protocol=authors method="$method" sigma="$sigma" seed=0 certify.n0=100
+      certify.n=100000 certify.alpha=0.001 certify.skip=20 certify.batch_size=10000 hydra.run.dir="$runs/$name")
+    if [[ -f $runs/$name/.hydra/config.yaml ]]; then  # cut earlier: training from its last checkpoint, rows kept
+      settings=(resume="$runs/$name")
+      echo "$method sigma $sigma: continuing $runs/$name" | tee -a "$log"
+    fi
     # shellcheck disable=SC2086  # EXTRA is a list of overrides
-    if timeout "$left" python3 -m rsbench dataset=fashion_mnist protocol=authors method="$method" sigma="$sigma" \
-      seed=0 certify.n0=100 certify.n=100000 certify.alpha=0.001 certify.skip=20 certify.batch_size=10000 \
-      data_dir="$data" dataset.num_workers=4 trainer.enable_progress_bar=false hydra.run.dir="$runs/$name" \
-      ${EXTRA:-} > "$OUT/$name.out" 2>&1; then
+    if timeout "$left" python3 -m rsbench "${settings[@]}" data_dir="$data" dataset.num_workers=4 \
+      trainer.enable_progress_bar=false ${EXTRA:-} > "$OUT/$name.out" 2>&1; then
       bash "$here/copy_records.sh" "$runs/$name" "/tmp/records/$name"
       tar czf "$OUT/$name.tgz" -C "/tmp/records/$name" .
       rm "$OUT/$name.out"

@@ -3,7 +3,7 @@ puts them where the report reads them; a cell the budget cannot fit or a failing
 
 The run step is exercised on the CPU, with the wheels step skipped (``WHEELS=""``: the test environment has Hydra),
 on four gzipped idx files written here, and a tiny protocol given through ``EXTRA`` (one epoch, n = 100, 2 images);
-the device's GPU and its settings are not (no GPU here).
+the device's GPU and its settings are not (no GPU here), nor is pack (it downloads wheels).
 """
 
 from __future__ import annotations
@@ -123,6 +123,52 @@ def test_a_cut_cell_returns_its_run_folder_and_unpack_says_how_to_continue_it(da
     assert f"python -m rsbench resume={partial}/no_such_method_sigma0.5 data_dir=" in unpacked.stdout
     assert (partial / "no_such_method_sigma0.5" / "checkpoints" / "last.ckpt").read_text() == "checkpoints/last.ckpt"
     assert not runs.exists()  # a cut cell is not a record to commit
+
+
+def test_a_cut_cell_carried_back_to_the_device_continues_where_it_stopped(data: Path, tmp_path: Path) -> None:
+    """A cut cell that pack carries (``.device/partial/<cell>``: here one certified on its first image only) runs
+    before CELLS' cells and continues: its training is not repeated and its first row is kept, not certified again."""
+    first, carried = tmp_path / "first", tmp_path / "carried"
+    common = {"WHEELS": "", "DATA": str(data)}
+    (tmp_path / "out0").mkdir()
+    once = script(
+        "run",
+        OUT=str(tmp_path / "out0"),
+        RUNS=str(first),
+        CELLS="gaussian:0.5",
+        EXTRA=f"{TINY} certify.max_images=1",
+        **common,
+    )
+    assert once.returncode == 0, once.stdout + once.stderr
+    carried.mkdir()
+    (first / "gaussian_sigma0.5").rename(carried / "gaussian_sigma0.5")
+    first_row = (carried / "gaussian_sigma0.5" / "certify.tsv").read_text().splitlines()[1]
+
+    out = tmp_path / "out"
+    out.mkdir()
+    ran = script(
+        "run",
+        OUT=str(out),
+        RUNS=str(tmp_path / "work"),
+        CARRIED=str(carried),
+        CELLS="no_such_method:0.5 gaussian:0.5",
+        EXTRA=TINY,
+        **common,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    log = (out / "device.log").read_text().splitlines()
+    assert log[1].startswith("gaussian sigma 0.5: continuing ")  # the cut cell first, once
+    assert log[2].startswith("gaussian sigma 0.5: done in")
+    assert log[3].startswith("no_such_method sigma 0.5: stopped or failed")
+    assert len(log) == 4
+    resumed_log = (tmp_path / "work" / "gaussian_sigma0.5" / "rsbench.log").read_text()
+    assert "training finished earlier (1 epochs" in resumed_log
+    with tarfile.open(out / "gaussian_sigma0.5.tgz") as archive:
+        member = archive.extractfile("./certify.tsv")
+        assert member is not None
+        rows = member.read().decode().splitlines()
+    assert len(rows) == 1 + 2
+    assert rows[1] == first_row
 
 
 def test_each_step_refuses_what_it_cannot_use(tmp_path: Path) -> None:
