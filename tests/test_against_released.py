@@ -187,3 +187,40 @@ def test_a_run_on_all_the_logs_images_gets_no_selection_note(tmp_path: Path) -> 
     line = pd.read_csv(tmp_path / "r" / "published.csv").iloc[0]
     assert pd.isna(line["acr_published_same_images"])
     assert "selection" not in line["differs"]
+
+
+def test_several_rows_get_their_p_adjusted_for_multiplicity_by_holms_step_down(tmp_path: Path) -> None:
+    """Three rows of other settings against the same released run: Holm's adjusted p, computed here by hand from the
+    three plain p-values, beside each (sorted p times k, k - 1, 1 with the running maximum, capped at 1)."""
+    records = authors_records(EVERY_20TH)
+    rng = np.random.default_rng(0)
+    runs = []
+    for i, spread in enumerate((0.0, 0.02, 0.05)):  # 0: identical (p = 1); then noisier radii: smaller p, or not
+        jitter = rng.normal(0.01, spread, len(records)) if spread else 0.0
+        noisy = records.assign(radius=np.where(records["correct"], records["radius"] + jitter, records["radius"]))
+        run = write_run(tmp_path / f"run{i}", noisy)
+        overrides = ["method=gaussian", "seed=0", f"certify.batch_size={1000 + i}"]  # three settings: three rows
+        (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+        runs.append(run)
+    lines = against_released(tmp_path, *runs)
+    assert len(lines) == 3
+    plain = lines["p_acr"].to_numpy()
+    order = np.argsort(plain)
+    expected = np.empty(3)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (3 - rank) * plain[i]))
+        expected[i] = running
+    assert lines["p_acr_holm"].to_numpy() == pytest.approx(expected, rel=1e-12)  # the same arithmetic on the same p
+    assert (lines["p_acr_holm"] >= lines["p_acr"]).all()
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert "'Holm p': the ΔACR p adjusted for the 3 rows compared" in report
+    header = next(line for line in report.splitlines() if "| released run" in line)
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    assert columns[columns.index("p") + 1] == "Holm p"
+
+
+def test_a_single_row_has_no_multiplicity_to_adjust_for(tmp_path: Path) -> None:
+    lines = against_released(tmp_path, write_run(tmp_path / "run", authors_records(EVERY_20TH)))
+    assert "p_acr_holm" not in lines
+    assert "Holm p" not in (tmp_path / "r" / "report.md").read_text()

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from statsmodels.stats.multitest import multipletests
 
 from rsbench.report.load import canonical
 from rsbench.report.paired import paired_table
@@ -50,6 +51,9 @@ LAST_COLUMNS = ("same prediction", "radius r", "Δ train acc (epochs)", "noisy t
 """Shown after the certified-accuracy differences (whose radii differ by row): how the two models agree, then how
 they trained (:func:`_training_columns`)."""
 
+HOLM = "Holm p"
+"""The column of the ΔACR p-values adjusted for the number of rows compared (:func:`with_holm`), after ``p``."""
+
 
 def compare_released(rows: Sequence[Row], options: Options) -> Section | None:
     """The table of every row against its released log; None when no row has one.
@@ -64,10 +68,13 @@ def compare_released(rows: Sequence[Row], options: Options) -> Section | None:
             lines.append(_compare(row, log, options))
     if not lines:
         return None
-    numbers = pd.DataFrame(lines)
+    numbers = with_holm(pd.DataFrame(lines))
     visible = [c for c in numbers.columns if not c.startswith("_")]
     last = [c for c in LAST_COLUMNS if c in visible]  # after the radius columns of every row
-    shown = numbers[[c for c in visible if c not in last] + last].fillna("-")
+    first = [c for c in visible if c not in last and c != HOLM]
+    if HOLM in visible:
+        first.insert(first.index("p") + 1, HOLM)
+    shown = numbers[first + last].fillna("-")
     level = f"{100 * options.confidence:g}%"
     sources = ", ".join(sorted({reference.split(" ")[0] for reference in numbers["_reference"]}))
     caption = (
@@ -77,7 +84,16 @@ def compare_released(rows: Sequence[Row], options: Options) -> Section | None:
         "seed-averaged scores; 'sd over seeds' is the spread of the per-seed ΔACR). Δ r: certified accuracy "
         "difference in points with McNemar's exact p (paired t over images for several seeds). 'same prediction': "
         "share of images where both models predict the same class (abstentions included); 'radius r': Pearson "
-        "correlation of the two radii (abstention = 0). 'verdict': whether the interval holds 0. The authors' ACR "
+        "correlation of the two radii (abstention = 0). 'verdict': whether the interval holds 0. "
+        + (
+            f"'{HOLM}': the ΔACR p adjusted for the {int(numbers['_p_acr'].notna().sum())} rows compared (Holm's "
+            f"step-down): were every row's model as good as the authors', about {1 - options.confidence:.0%} of "
+            f"the rows would still fall outside their {level} interval by chance; a Holm p under "
+            f"{1 - options.confidence:.2g} is a difference that chance over all the rows does not explain. "
+            if HOLM in numbers
+            else ""
+        )
+        + "The authors' ACR "
         "on all the images they certified is the number their table printed. Intervals are over the test images "
         "for these trained models: they do not include the spread over training seeds unless 'sd over seeds' is "
         "given. Where the run folders hold their CSV training log: 'Δ train acc', rsbench minus the authors' "
@@ -89,6 +105,26 @@ def compare_released(rows: Sequence[Row], options: Options) -> Section | None:
     )
     numbers_out = numbers.rename(columns=lambda c: c.lstrip("_"))
     return Section("released", "Against the authors' released runs", shown, caption, numbers_out)
+
+
+def with_holm(numbers: pd.DataFrame) -> pd.DataFrame:
+    """``numbers`` with the ΔACR p-values adjusted for multiplicity (Holm 1979, via statsmodels), if 2+ rows paired.
+
+    Adds the column ``Holm p`` (text) and ``_p_acr_holm``. Holm's step-down controls the family-wise error rate:
+    sort the k p-values, multiply the i-th smallest by k - i + 1 (i from 1), and carry the running maximum (capped
+    at 1).
+    """
+    if "_p_acr" not in numbers:
+        return numbers
+    tested = numbers["_p_acr"].notna()
+    if int(tested.sum()) < 2:
+        return numbers
+    adjusted = multipletests(numbers.loc[tested, "_p_acr"].to_numpy(dtype=float), method="holm")[1]
+    numbers = numbers.copy()
+    numbers["_p_acr_holm"] = math.nan
+    numbers.loc[tested, "_p_acr_holm"] = adjusted
+    numbers[HOLM] = [p_text(p) if not math.isnan(p) else "-" for p in numbers["_p_acr_holm"]]
+    return numbers
 
 
 def _compare(row: Row, log: ReleasedLog, options: Options) -> dict[str, Any]:
