@@ -170,16 +170,21 @@ def test_how_the_network_was_evaluated_is_shown_when_it_is_not_plain_fp32(tmp_pa
     make_run(tmp_path / "plain", radii_of(rng), extra={"channels_last": False, "compile": False})
     run_report(tmp_path, str(tmp_path / "plain"))
     assert "network" not in (tmp_path / "report" / "report.md").read_text()
-    make_run(tmp_path / "fast", radii_of(rng), method="macer", extra={"channels_last": True, "compile": False})
+    fast = {"channels_last": True, "compile": False}
+    make_run(tmp_path / "fast", radii_of(rng), method="macer", extra=fast, overrides=["certify.channels_last=true"])
     older = make_run(tmp_path / "older", radii_of(rng), method="stability", extra={"precision": "bf16"})
     (older / "certify_protocol.json").write_text(json.dumps({"channels_last": False, "compile": True}))
     frame = run_report(tmp_path, str(tmp_path / "fast"), str(older), str(tmp_path / "plain")).set_index("method")
     assert frame.at["macer", "network"] == "fp32+channels-last"
     assert frame.at["stability", "network"] == "bf16+compiled"
     assert frame.at["gaussian", "network"] == "fp32"
-    assert "| network " in (tmp_path / "report" / "report.md").read_text().split("\n")[2]
+    header = (tmp_path / "report" / "report.md").read_text().split("\n")[2]
+    assert "| network " in header
+    assert "certify.channels_last" not in header  # the override `network` summarises, not a column of its own
     run_report(tmp_path, str(tmp_path / "fast"))
-    assert "network=fp32+channels-last" in (tmp_path / "report" / "report.md").read_text()
+    caption = (tmp_path / "report" / "report.md").read_text()
+    assert "network=fp32+channels-last" in caption
+    assert "certify.channels_last" not in caption  # the override `network` summarises, not said twice
     make_run(tmp_path / "seed1", radii_of(rng), seed=1)  # gaussian again, evaluated in the default layout
     make_run(tmp_path / "seed2", radii_of(rng), seed=2, extra={"channels_last": True})
     with pytest.raises(ReportError, match=r"different protocols \(network: 'fp32' vs 'fp32\+channels-last'\)"):

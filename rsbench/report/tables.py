@@ -98,6 +98,10 @@ def results_frame(rows: Sequence[Row], options: Options) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
+NETWORK_KEYS = frozenset({"certify.precision", "certify.channels_last", "certify.compile"})
+"""The overrides that the ``network`` column summarises (``fp32+channels-last``, ...)."""
+
+
 def display_frame(
     frame: pd.DataFrame, keys: Sequence[str], options: Options, common: Mapping[str, str] | None = None
 ) -> tuple[pd.DataFrame, str]:
@@ -111,6 +115,9 @@ def display_frame(
     """
     shown: dict[str, list[str]] = {"method": list(frame["label"]), "sigma": [sigma_text(s) for s in frame["sigma"]]}
     constant: list[str] = []
+    describes_network = (frame["network"] != "fp32").any()  # then `network` says it: not its overrides again
+    keys = [key for key in keys if not (describes_network and key in NETWORK_KEYS)]
+    common = {k: v for k, v in (common or {}).items() if not (describes_network and k in NETWORK_KEYS)}
     optional = {
         "norm": [str(v) for v in frame["norm"]],
         "noise": [str(v) for v in frame["noise"]],
@@ -122,7 +129,7 @@ def display_frame(
         "n": [_count(v) for v in frame["n"]],
         "alpha": [_number(v) for v in frame["alpha"]],
     }
-    if (frame["network"] != "fp32").any():  # a network evaluated otherwise is another classifier: say how
+    if describes_network:  # a network evaluated otherwise is another classifier: say how
         optional["network"] = [str(v) for v in frame["network"]]
     if (frame["mode"] == "sequential").any():  # sequential CERTIFY draws fewer samples than n; show how many
         optional["samples/img"] = [_count(v) for v in frame["samples_per_image"].fillna(frame["n"])]
@@ -131,7 +138,7 @@ def display_frame(
             shown[name] = values
         elif values and values[0] not in ("?", "nan", "None"):
             constant.append(f"{name}={values[0]}")
-    constant += [f"{key}={value}" for key, value in (common or {}).items()]
+    constant += [f"{key}={value}" for key, value in common.items()]
     several_seeds = bool((frame["seeds"] > 1).any())
     if several_seeds or len(set(frame["seeds"])) > 1:
         shown["seeds"] = [str(k) for k in frame["seeds"]]
