@@ -199,7 +199,7 @@ def test_several_rows_get_their_p_adjusted_for_multiplicity_by_holms_step_down(t
         jitter = rng.normal(0.01, spread, len(records)) if spread else 0.0
         noisy = records.assign(radius=np.where(records["correct"], records["radius"] + jitter, records["radius"]))
         run = write_run(tmp_path / f"run{i}", noisy)
-        overrides = ["method=gaussian", "seed=0", f"certify.batch_size={1000 + i}"]  # three settings: three rows
+        overrides = ["method=gaussian", "seed=0", f"trainer.max_epochs={90 + i}"]  # three settings: three rows
         (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
         runs.append(run)
     lines = against_released(tmp_path, *runs)

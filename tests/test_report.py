@@ -53,6 +53,19 @@ def test_runs_that_differ_only_in_seed_are_one_row_with_mean_sd_and_count(tmp_pa
     assert f"{np.mean(acrs):.3f} ± {np.std(acrs, ddof=1):.3f} [" in markdown
 
 
+def test_seeds_run_with_other_batch_sizes_or_loader_processes_are_still_one_row(tmp_path: Path) -> None:
+    """A seed certified on a GPU with larger batches and loader processes samples the same distributions as the CPU
+    seeds: one setting, one row (EXECUTION_KEYS), and no column for how fast each computed."""
+    rng = np.random.default_rng(5)
+    make_run(tmp_path / "cpu", radii_of(rng), overrides=["certify.batch_size=1000", "dataset.num_workers=0"])
+    gpu = ["certify.batch_size=10000", "dataset.num_workers=4", "dataset.eval_batch_size=5000"]
+    make_run(tmp_path / "gpu", radii_of(rng), seed=1, overrides=gpu)
+    frame = run_report(tmp_path, str(tmp_path / "cpu"), str(tmp_path / "gpu"))
+    assert len(frame) == 1
+    assert frame.iloc[0]["seeds"] == 2
+    assert "batch_size" not in (tmp_path / "report" / "report.md").read_text()
+
+
 def test_a_config_group_a_run_did_not_override_reads_as_the_option_it_used(tmp_path: Path) -> None:
     make_run(
         tmp_path / "study", [0.3, 0.5], overrides=["experiment=mnist_study"], choices={"experiment": "mnist_study"}

@@ -36,7 +36,7 @@ from rsbench.certify.bounds import radius_cap
 from rsbench.certify.records import read_records
 from rsbench.certify.subset import indices_digest
 from rsbench.errors import RsbenchError
-from rsbench.runs.naming import describes_setting, override_key
+from rsbench.runs.naming import EXECUTION_KEYS, describes_setting, override_key
 
 log = logging.getLogger(__name__)
 
@@ -453,7 +453,11 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def _read_hydra(run: Path) -> dict[str, Any]:
-    """The run's descriptive overrides (``key -> value``), group choices and config from ``.hydra/``, if there."""
+    """The run's descriptive overrides (``key -> value``), group choices and config from ``.hydra/``, if there.
+
+    Execution settings (``EXECUTION_KEYS``: batch sizes, loader processes) are left out: runs differing only there
+    sample the same distributions, so they are seeds of one setting.
+    """
     hydra: dict[str, Any] = {"overrides": {}, "choices": {}, "config": None}
     overrides_file, config_file = run / ".hydra" / "overrides.yaml", run / ".hydra" / "config.yaml"
     hydra_file = run / ".hydra" / "hydra.yaml"
@@ -464,7 +468,7 @@ def _read_hydra(run: Path) -> dict[str, Any]:
         for override in yaml.safe_load(overrides_file.read_text()) or []:
             key, _, value = str(override).partition("=")
             key = override_key(key)
-            if describes_setting(key, value) and not str(override).startswith("~"):
+            if describes_setting(key, value) and key not in EXECUTION_KEYS and not str(override).startswith("~"):
                 hydra["overrides"][key] = canonical(value)
     if config_file.exists():
         hydra["config"] = OmegaConf.load(config_file)

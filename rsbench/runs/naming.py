@@ -25,6 +25,18 @@ PRESENTATION_KEYS = frozenset(
     {"trainer.enable_progress_bar", "trainer.enable_model_summary", "trainer.log_every_n_steps"}
 )
 PRESENTATION_PREFIXES = ("logger", "hydra")
+# How fast a run computes, not what: the same distributions (another batching of the same noise, other loader
+# processes). Kept in names (a sweep resumes its folders by name), but runs that differ only in these are seeds of one
+# setting in the report (a cell run on a GPU with larger batches beside its CPU seeds).
+EXECUTION_KEYS = frozenset(
+    {
+        "dataset.num_workers",
+        "dataset.eval_batch_size",
+        "certify.batch_size",
+        "certify.images_per_batch",
+        "attack.batch_size",
+    }
+)
 MAX_DIRNAME = 200  # well under the 255 bytes most filesystems allow for one path component
 MAX_TAG = 64  # W&B's limit on one tag
 _LIST_BRACKETS = re.compile(r"[\[\](){}'\"]")
