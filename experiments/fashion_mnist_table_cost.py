@@ -79,6 +79,8 @@ def measured_runs(folder: Path) -> tuple[dict[tuple[str, float], tuple[int, str]
     """The cells run under ``folder`` and the median CPU seconds per certified image for each network evaluation.
 
     A cell maps to the images it certified and how its network was evaluated (``fp32``, ``fp32+channels-last``).
+    Only runs certified on a CPU (``metrics.json``'s ``environment.device``) give seconds; a cell run on a GPU is
+    done all the same.
     """
     done: dict[tuple[str, float], tuple[int, str]] = {}
     seconds: dict[str, list[float]] = {}
@@ -86,9 +88,10 @@ def measured_runs(folder: Path) -> tuple[dict[tuple[str, float], tuple[int, str]
         facts = json.loads(metrics.read_text())
         network = network_evaluation(facts, metrics.parent)
         done[(facts["method"], float(facts["sigma"]))] = (int(facts["num_images"]), network)
-        seconds.setdefault(network, []).extend(pd.read_csv(metrics.parent / "certify.tsv", sep="\t")["time"])
+        if facts.get("environment", {}).get("device", "cpu") == "cpu":
+            seconds.setdefault(network, []).extend(pd.read_csv(metrics.parent / "certify.tsv", sep="\t")["time"])
     if not seconds:
-        raise SystemExit(f"no run with metrics.json and certify.tsv under {folder}")
+        raise SystemExit(f"no run certified on a CPU with metrics.json and certify.tsv under {folder}")
     return done, {network: statistics.median(times) for network, times in seconds.items()}
 
 
