@@ -97,8 +97,10 @@ torch.cuda.get_device_name(0))" | tee "$log"
       settings=(resume="$runs/$name")
       echo "$method sigma $sigma: continuing $runs/$name" | tee -a "$log"
     fi
+    # At the budget, SIGTERM to rsbench alone (--foreground: not to its loader processes, which would crash it):
+    # training stops after the batch in flight, certification after the image in flight; SIGKILL 30 s later.
     # shellcheck disable=SC2086  # EXTRA is a list of overrides
-    if timeout "$left" python3 -m rsbench "${settings[@]}" data_dir="$data" dataset.num_workers=4 \
+    if timeout --foreground --kill-after=30 "$left" python3 -m rsbench "${settings[@]}" data_dir="$data" dataset.num_workers=4 \
       trainer.enable_progress_bar=false ${EXTRA:-} > "$OUT/$name.out" 2>&1; then
       bash "$here/copy_records.sh" "$runs/$name" "/tmp/records/$name"
       tar czf "$OUT/$name.tgz" -C "/tmp/records/$name" .
