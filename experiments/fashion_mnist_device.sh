@@ -99,9 +99,11 @@ torch.cuda.get_device_name(0))" | tee "$log"
     fi
     # At the budget, SIGTERM to rsbench alone (--foreground: not to its loader processes, which would crash it):
     # training stops after the batch in flight, certification after the image in flight; SIGKILL 30 s later.
+    local status=0
     # shellcheck disable=SC2086  # EXTRA is a list of overrides
-    if timeout --foreground --kill-after=30 "$left" python3 -m rsbench "${settings[@]}" data_dir="$data" dataset.num_workers=4 \
-      trainer.enable_progress_bar=false ${EXTRA:-} > "$OUT/$name.out" 2>&1; then
+    timeout --foreground --kill-after=30 "$left" python3 -m rsbench "${settings[@]}" data_dir="$data" \
+      dataset.num_workers=4 trainer.enable_progress_bar=false ${EXTRA:-} > "$OUT/$name.out" 2>&1 || status=$?
+    if ((status == 0)); then
       bash "$here/copy_records.sh" "$runs/$name" "/tmp/records/$name"
       tar czf "$OUT/$name.tgz" -C "/tmp/records/$name" .
       rm "$OUT/$name.out"
@@ -112,8 +114,11 @@ torch.cuda.get_device_name(0))" | tee "$log"
         tar czf "$OUT/$name.partial.tgz" --exclude=./wandb -C "$runs/$name" .
         kept="; what it had done: $name.partial.tgz"
       fi
-      echo "$method sigma $sigma: stopped or failed after $((SECONDS - begin)) s (its output: $name.out$kept)" \
-        | tee -a "$log"
+      local what="failed (exit status $status)"
+      if ((status == 124 || status == 137)); then  # timeout's: the budget ran out (137: killed 30 s after that)
+        what="cut by the budget"
+      fi
+      echo "$method sigma $sigma: $what after $((SECONDS - begin)) s (its output: $name.out$kept)" | tee -a "$log"
     fi
   done
 }

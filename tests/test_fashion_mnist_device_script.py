@@ -96,7 +96,7 @@ def test_a_cell_the_budget_cannot_fit_is_not_started_and_a_failing_one_keeps_its
 
     failed = script("run", CELLS="no_such_method:0.5", **common)
     assert failed.returncode == 0, failed.stderr  # the next cells still run
-    assert "no_such_method sigma 0.5: stopped or failed" in (out / "device.log").read_text()
+    assert "no_such_method sigma 0.5: failed (exit status 2)" in (out / "device.log").read_text()  # a config error
     assert "no_such_method" in (out / "no_such_method_sigma0.5.out").read_text()  # the run's own error, kept
     assert not (out / "no_such_method_sigma0.5.partial.tgz").exists()  # it wrote no run folder: nothing to keep
 
@@ -123,6 +123,33 @@ def test_a_cut_cell_returns_its_run_folder_and_unpack_says_how_to_continue_it(da
     assert f"python -m rsbench resume={partial}/no_such_method_sigma0.5 data_dir=" in unpacked.stdout
     assert (partial / "no_such_method_sigma0.5" / "checkpoints" / "last.ckpt").read_text() == "checkpoints/last.ckpt"
     assert not runs.exists()  # a cut cell is not a record to commit
+
+
+def test_a_cell_the_budget_cuts_stops_gracefully_and_comes_back_resumable(data: Path, tmp_path: Path) -> None:
+    """At the budget rsbench alone gets SIGTERM (its loader processes do not, which would crash it): it stops after
+    the batch in flight and says how to resume; the cell comes back as its run folder with the last epoch's
+    checkpoint."""
+    out = tmp_path / "out"
+    out.mkdir()
+    long = "trainer.max_epochs=500 dataset.batch_size=50 dataset.num_workers=1 certify.n=100 certify.max_images=2"
+    ran = script(
+        "run",
+        OUT=str(out),
+        WHEELS="",
+        DATA=str(data),
+        RUNS=str(tmp_path / "work"),
+        CELLS="gaussian:0.5",
+        BUDGET_S="20",
+        CELL_MIN_S="1",
+        EXTRA=long,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "gaussian sigma 0.5: cut by the budget after" in (out / "device.log").read_text()
+    output = (out / "gaussian_sigma0.5.out").read_text()
+    assert "stopped by SIGTERM. Resume with: python -m rsbench resume=" in output
+    assert "Traceback" not in output
+    with tarfile.open(out / "gaussian_sigma0.5.partial.tgz") as archive:
+        assert "./checkpoints/last.ckpt" in archive.getnames()
 
 
 def test_a_cut_cell_carried_back_to_the_device_continues_where_it_stopped(data: Path, tmp_path: Path) -> None:
@@ -159,7 +186,7 @@ def test_a_cut_cell_carried_back_to_the_device_continues_where_it_stopped(data: 
     log = (out / "device.log").read_text().splitlines()
     assert log[1].startswith("gaussian sigma 0.5: continuing ")  # the cut cell first, once
     assert log[2].startswith("gaussian sigma 0.5: done in")
-    assert log[3].startswith("no_such_method sigma 0.5: stopped or failed")
+    assert log[3].startswith("no_such_method sigma 0.5: failed")
     assert len(log) == 4
     resumed_log = (tmp_path / "work" / "gaussian_sigma0.5" / "rsbench.log").read_text()
     assert "training finished earlier (1 epochs" in resumed_log
