@@ -139,7 +139,7 @@ def test_a_cell_the_budget_cuts_stops_gracefully_and_comes_back_resumable(data: 
         DATA=str(data),
         RUNS=str(tmp_path / "work"),
         CELLS="gaussian:0.5",
-        BUDGET_S="20",
+        BUDGET_S="40",  # long enough to start rsbench on a loaded machine and train an epoch or more
         CELL_MIN_S="1",
         EXTRA=long,
     )

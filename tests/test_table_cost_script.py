@@ -65,7 +65,7 @@ def test_each_cell_costs_its_epochs_times_its_ratio_and_the_authors_gpu_time(
     # certified image (8.3 min for 500); the committed run's images
     assert cells["gaussian", 0.25] == ["90", "1.00", "1.0", certification, "3", "8", f"{done} images"]
     assert cells["macer", 0.5] == ["90", "16.00", "16.0", certification, "31", "3", "no"]  # 20.6 s/epoch, 0.363 s
-    assert on_gpu == ["stability_sigma0.25", "stability_sigma0.5"]  # the committed runs the H200 made
+    assert {"stability_sigma0.25", "stability_sigma0.5"} <= set(on_gpu)  # committed runs an H200 made
     stability = next(line for line in out.splitlines() if line.startswith("| stability | 0.5 |"))
     assert stability.endswith("| 500 images |")
     assert cells["catrs", 1.0][:3] == ["150", "2.50", "4.2"]  # CAT-RS's 150 epochs
