@@ -15,6 +15,7 @@ Cohen et al.'s logs (locuslab/smoothing) carry no licence and are not shipped; r
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -67,12 +68,19 @@ class ReleasedLog:
         return f"{self.repository}@{self.commit[:7]} {self.path}"
 
     def read(self) -> Result:
-        """The log as a report result (method, dataset, sigma and protocol from the index)."""
-        result = read_cohen_tsv(
-            self.file, label=self.method, sigma=self.sigma, dataset=self.dataset, n=self.n, alpha=self.alpha
-        )
-        protocol = {**result.protocol, "n0": self.n0}
-        return Result(**{**result.__dict__, "arch": self.arch, "protocol": protocol, "source": self.file})
+        """The log as a report result (method, dataset, sigma and protocol from the index).
+
+        Read once per process: a report pairs a row with its log and also recomputes the published number from it.
+        The result is shared, so treat it (its ``records`` frame too) as read-only.
+        """
+        return _read_released(self)
+
+
+@functools.cache
+def _read_released(log: ReleasedLog) -> Result:
+    result = read_cohen_tsv(log.file, label=log.method, sigma=log.sigma, dataset=log.dataset, n=log.n, alpha=log.alpha)
+    protocol = {**result.protocol, "n0": log.n0}
+    return Result(**{**result.__dict__, "arch": log.arch, "protocol": protocol, "source": log.file})
 
 
 def released_logs(
