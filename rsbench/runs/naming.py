@@ -19,7 +19,16 @@ import re
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
-PATH_KEYS = frozenset({"ckpt_path", "data_dir", "method.teacher_ckpt", "method.teacher_cache_dir"})
+PATH_KEYS = frozenset(
+    {
+        "ckpt_path",
+        "data_dir",
+        "dataset.data_dir",
+        "trainer.default_root_dir",
+        "method.teacher_ckpt",
+        "method.teacher_cache_dir",
+    }
+)
 # How a run is run or shown, not what it computes: left out of names (and of the report's setting columns).
 PRESENTATION_KEYS = frozenset(
     {"trainer.enable_progress_bar", "trainer.enable_model_summary", "trainer.log_every_n_steps"}
@@ -31,7 +40,11 @@ PRESENTATION_PREFIXES = ("logger", "hydra")
 EXECUTION_KEYS = frozenset(
     {
         "dataset.num_workers",
+        "dataset.pin_memory",
+        "dataset.download",
         "dataset.eval_batch_size",
+        "trainer.accelerator",
+        "method.teacher_batch_size",
         "certify.batch_size",
         "certify.images_per_batch",
         "attack.batch_size",
