@@ -18,8 +18,10 @@
 #       here: each tarball into experiments/fashion_mnist_table/runs/<method>_sigma<s>/; then remake the report
 #       (the command in experiments/fashion_mnist_table/README.md)
 # Settings, from the environment (run): CELLS="stability:1.0 consistency:0.25 consistency:1.0" (method:sigma, the
-# cheapest cells not yet run first), BUDGET_S=540, CELL_MIN_S=240, EXTRA="" (more Hydra overrides for every cell),
-# WHEELS=.device/wheels, DATA=.device/fashion-mnist and CARRIED=.device/partial (as pack writes them).
+# cheapest cells not yet run first), BUDGET_S=540, CELL_MIN_S=240, PARALLEL=1 (cells run at once on the one GPU, a
+# cell starting when a slot frees: LeNet leaves the GPU idle between one process's kernel launches), WORKERS=4 (each
+# cell's loader processes), EXTRA="" (more Hydra overrides for every cell), WHEELS=.device/wheels,
+# DATA=.device/fashion-mnist and CARRIED=.device/partial (as pack writes them).
 # Measured on an H200 (2026-11-27, torch 2.11): a Stability cell in 298 s, about 3 s per training epoch (the authors'
 # logs: 2.98-3.33 s on their GPU) and 15 s to certify its 500 images at n = 100,000 (0.03 s per image).
 # A cell cut by the budget (or failing) returns its run folder as $OUT/<method>_sigma<s>.partial.tgz (checkpoints
@@ -81,46 +83,61 @@ run() {
   python3 -c "import sys, torch, pytorch_lightning as pl, hydra; print('python', sys.version.split()[0], 'torch', \
 torch.__version__, 'lightning', pl.__version__, 'hydra', hydra.__version__, 'cuda', torch.cuda.is_available() and \
 torch.cuda.get_device_name(0))" | tee "$log"
+  local parallel=${PARALLEL:-1} cell left
   for cell in $cells; do
-    local method=${cell%%:*} sigma=${cell##*:} left=$((budget - (SECONDS - started)))
+    while (($(jobs -rp | wc -l) >= parallel)); do  # every slot busy: until one of the cells in flight ends
+      wait -n || true
+    done
+    left=$((budget - (SECONDS - started)))
     if ((left < minimum)); then
-      echo "$method sigma $sigma: not started ($left s of the budget left, $minimum needed)" | tee -a "$log"
+      echo "${cell%%:*} sigma ${cell##*:}: not started ($left s of the budget left, $minimum needed)" | tee -a "$log"
       continue
     fi
-    local name=${method}_sigma$sigma begin=$SECONDS
-    if [[ ! -d $runs/$name && -d $carried/$name ]]; then
-      mkdir -p "$runs" && cp -r "$carried/$name" "$runs/$name"
-    fi
-    local settings=(dataset=fashion_mnist protocol=authors method="$method" sigma="$sigma" seed=0 certify.n0=100
-      certify.n=100000 certify.alpha=0.001 certify.skip=20 certify.batch_size=10000 hydra.run.dir="$runs/$name")
-    if [[ -f $runs/$name/.hydra/config.yaml ]]; then  # cut earlier: training from its last checkpoint, rows kept
-      settings=(resume="$runs/$name")
-      echo "$method sigma $sigma: continuing $runs/$name" | tee -a "$log"
-    fi
-    # At the budget, SIGTERM to rsbench alone (--foreground: not to its loader processes, which would crash it):
-    # training stops after the batch in flight, certification after the image in flight; SIGKILL 30 s later.
-    local status=0
-    # shellcheck disable=SC2086  # EXTRA is a list of overrides
-    timeout --foreground --kill-after=30 "$left" python3 -m rsbench "${settings[@]}" data_dir="$data" \
-      dataset.num_workers=4 trainer.enable_progress_bar=false ${EXTRA:-} > "$OUT/$name.out" 2>&1 || status=$?
-    if ((status == 0)); then
-      bash "$here/copy_records.sh" "$runs/$name" "/tmp/records/$name"
-      tar czf "$OUT/$name.tgz" -C "/tmp/records/$name" .
-      rm "$OUT/$name.out"
-      echo "$method sigma $sigma: done in $((SECONDS - begin)) s" | tee -a "$log"
-    else
-      local kept=""
-      if [[ -d $runs/$name ]]; then  # what it had done, resumable elsewhere (checkpoints included, W&B files not)
-        tar czf "$OUT/$name.partial.tgz" --exclude=./wandb -C "$runs/$name" .
-        kept="; what it had done: $name.partial.tgz"
-      fi
-      local what="failed (exit status $status)"
-      if ((status == 124 || status == 137)); then  # timeout's: the budget ran out (137: killed 30 s after that)
-        what="cut by the budget"
-      fi
-      echo "$method sigma $sigma: $what after $((SECONDS - begin)) s (its output: $name.out$kept)" | tee -a "$log"
+    if ((parallel == 1)); then
+      run_cell "$cell" "$left"
+    else  # the cells share the GPU: small networks leave it idle between one process's kernel launches
+      run_cell "$cell" "$left" &
     fi
   done
+  wait
+}
+
+run_cell() {  # one cell (method:sigma) within $2 seconds, in runs/<method>_sigma<s>/; its records or run folder to OUT
+  local method=${1%%:*} sigma=${1##*:} left=$2
+  local name=${method}_sigma$sigma begin=$SECONDS
+  if [[ ! -d $runs/$name && -d $carried/$name ]]; then
+    mkdir -p "$runs" && cp -r "$carried/$name" "$runs/$name"
+  fi
+  local settings=(dataset=fashion_mnist protocol=authors method="$method" sigma="$sigma" seed=0 certify.n0=100
+    certify.n=100000 certify.alpha=0.001 certify.skip=20 certify.batch_size=10000 hydra.run.dir="$runs/$name")
+  if [[ -f $runs/$name/.hydra/config.yaml ]]; then  # cut earlier: training from its last checkpoint, rows kept
+    settings=(resume="$runs/$name")
+    echo "$method sigma $sigma: continuing $runs/$name" | tee -a "$log"
+  fi
+  # At the budget, SIGTERM to rsbench alone (--foreground: not to its loader processes, which would crash it):
+  # training stops after the batch in flight, certification after the image in flight; SIGKILL 30 s later.
+  local status=0
+  # shellcheck disable=SC2086  # EXTRA is a list of overrides
+  timeout --foreground --kill-after=30 "$left" python3 -m rsbench "${settings[@]}" data_dir="$data" \
+    dataset.num_workers="${WORKERS:-4}" trainer.enable_progress_bar=false ${EXTRA:-} > "$OUT/$name.out" 2>&1 ||
+    status=$?
+  if ((status == 0)); then
+    bash "$here/copy_records.sh" "$runs/$name" "/tmp/records/$name"
+    tar czf "$OUT/$name.tgz" -C "/tmp/records/$name" .
+    rm "$OUT/$name.out"
+    echo "$method sigma $sigma: done in $((SECONDS - begin)) s" | tee -a "$log"
+  else
+    local kept=""
+    if [[ -d $runs/$name ]]; then  # what it had done, resumable elsewhere (checkpoints included, W&B files not)
+      tar czf "$OUT/$name.partial.tgz" --exclude=./wandb -C "$runs/$name" .
+      kept="; what it had done: $name.partial.tgz"
+    fi
+    local what="failed (exit status $status)"
+    if ((status == 124 || status == 137)); then  # timeout's: the budget ran out (137: killed 30 s after that)
+      what="cut by the budget"
+    fi
+    echo "$method sigma $sigma: $what after $((SECONDS - begin)) s (its output: $name.out$kept)" | tee -a "$log"
+  fi
 }
 
 unpack() {

@@ -115,7 +115,7 @@ def test_a_cell_is_trained_certified_packed_continued_and_unpacked_where_the_rep
     assert "certify.skip=1" in overrides
 
 
-def test_a_cell_the_budget_cannot_fit_is_not_started_and_a_failing_one_keeps_its_output(
+def test_a_cell_the_budget_cannot_fit_is_not_started_and_a_failing_one_keeps_its_output_beside_others(
     data: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
@@ -126,9 +126,13 @@ def test_a_cell_the_budget_cannot_fit_is_not_started_and_a_failing_one_keeps_its
     assert "gaussian sigma 0.5: not started" in (out / "device.log").read_text()
     assert not (out / "gaussian_sigma0.5.tgz").exists()
 
-    failed = script("run", CELLS="no_such_method:0.5", **common)
-    assert failed.returncode == 0, failed.stderr  # the next cells still run
-    assert "no_such_method sigma 0.5: failed (exit status 2)" in (out / "device.log").read_text()  # a config error
+    # Two slots (PARALLEL=2, as on the device): the failing cell beside one that runs, each said once.
+    failed = script("run", CELLS="no_such_method:0.5 gaussian:0.25", PARALLEL="2", EXTRA=TINY, **common)
+    assert failed.returncode == 0, failed.stderr  # the other cells still run
+    log = (out / "device.log").read_text()
+    assert "no_such_method sigma 0.5: failed (exit status 2)" in log  # a config error
+    assert log.count("gaussian sigma 0.25: done in") == 1
+    assert (out / "gaussian_sigma0.25.tgz").exists()
     assert "no_such_method" in (out / "no_such_method_sigma0.5.out").read_text()  # the run's own error, kept
     assert not (out / "no_such_method_sigma0.5.partial.tgz").exists()  # it wrote no run folder: nothing to keep
 
