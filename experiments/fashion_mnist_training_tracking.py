@@ -2,11 +2,12 @@
 
 For every run folder given (or copy of its records), reads its method, dataset and sigma from ``.hydra/`` and its
 per-epoch train accuracy and loss from its CSV log (the loss the authors log: the cross-entropy term alone for
-Consistency, Stability and CAT-RS, :data:`rsbench.report.training_tracking.AUTHORS_TRAIN_LOSS`), pairs them with
+Consistency, Stability, CAT-RS and MACER, :data:`rsbench.report.training_tracking.AUTHORS_TRAIN_LOSS`), pairs them with
 the authors' released ``log.txt`` of the same cell (shipped with rsbench,
 :func:`rsbench.report.released.training_curve`) and prints, as markdown, the train
 accuracy and loss of both at the chosen epochs, then one line per run: the difference at the first epoch, the
-largest one after it, the mean over all epochs, the noisy test accuracy after training beside the authors' last
+largest one after it, the mean over all epochs (none for MACER, whose script logs no train accuracy), the mean
+train loss difference, the noisy test accuracy after training beside the authors' last
 logged one, and the epochs (of those whose rate both logged) trained at another learning rate than the authors'.
 The Fashion-MNIST README's training tables are this script's output:
 
@@ -16,6 +17,7 @@ The Fashion-MNIST README's training tables are this script's output:
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -30,6 +32,11 @@ def cell(run: Path) -> tuple[str, str, float]:
     hydra = yaml.safe_load((run / ".hydra" / "hydra.yaml").read_text())["hydra"]["runtime"]["choices"]
     config = yaml.safe_load((run / ".hydra" / "config.yaml").read_text())
     return str(hydra["method"]), str(hydra["dataset"]), float(config["sigma"])
+
+
+def shown(value: float, spec: str) -> str:
+    """``value`` formatted by ``spec``; '-' where the authors' log has no such number (NaN: MACER's train accuracy)."""
+    return "-" if math.isnan(value) else format(value, spec)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,24 +57,25 @@ def main(argv: list[str] | None = None) -> int:
         for epoch in args.epochs:
             line = compared.iloc[epoch] if epoch < 0 else compared[compared["epoch"] == epoch].squeeze()
             if len(line):
-                accuracy = f"{line['train_acc_rsbench']:.1f} / {line['train_acc_authors']:.1f}"
+                accuracy = f"{line['train_acc_rsbench']:.1f} / {shown(line['train_acc_authors'], '.1f')}"
                 loss = f"{line['train_loss_rsbench']:.3f} / {line['train_loss_authors']:.3f}"
                 rows.append(f"| {name} | {int(line['epoch'])} | {accuracy} | {loss} |")
         test = "-" if summary.test_acc_rsbench is None else f"{summary.test_acc_rsbench:.1f}"
         differing = ", ".join(str(epoch) for epoch in summary.lr_differing) or "none"
         summaries.append(
-            f"| {name} | {summary.epochs} | {summary.d_first:+.2f} | {summary.max_abs_d_later:.2f} | "
-            f"{summary.mean_d:+.2f} | {test} / {summary.test_acc_authors:.1f} | {differing} of {summary.lr_epochs} |"
+            f"| {name} | {summary.epochs} | {shown(summary.d_first, '+.2f')} | {shown(summary.max_abs_d_later, '.2f')} "
+            f"| {shown(summary.mean_d, '+.2f')} | {summary.loss_mean_d:+.3f} | {test} / {summary.test_acc_authors:.1f} "
+            f"| {differing} of {summary.lr_epochs} |"
         )
     print("| cell | epoch | train accuracy, rsbench / authors | train loss, rsbench / authors |")
     print("|---|---|---|---|")
     print("\n".join(rows))
     print()
     print(
-        "| cell | epochs compared | Δ train accuracy, first epoch | largest abs Δ after it | mean Δ "
+        "| cell | epochs compared | Δ train accuracy, first epoch | largest abs Δ after it | mean Δ | mean Δ train loss "
         "| noisy test accuracy after training, rsbench / authors | epochs at another learning rate |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     print("\n".join(summaries))
     return 0
 

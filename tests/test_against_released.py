@@ -155,8 +155,12 @@ def test_a_run_trained_as_the_authors_log_says_tracks_it_exactly_and_one_without
     assert (line["lr schedule"], line["lr_epochs_differing"]) == ("same (90 epochs)", 0)
     report = (tmp_path / "r" / "report.md").read_text().split("## Against the authors' released runs")[1]
     header = [cell.strip() for cell in report.strip().splitlines()[0].strip("|").split("|")]
-    last = ["same prediction", "radius r", "Δ train acc (epochs)", "noisy test acc", "lr schedule"]
-    assert header[-5:] == last  # after every radius column
+    table = [line for line in report.strip().splitlines() if line.startswith("|")]
+    assert {len(line.strip("|").split("|")) for line in table} == {len(header)}  # no "|" inside a cell
+    last = ["same prediction", "radius r", "Δ train acc (epochs)", "Δ train loss", "noisy test acc", "lr schedule"]
+    assert header[-6:] == last  # after every radius column
+    assert line["d_train_loss_mean"] == pytest.approx(0.0, abs=1e-12)  # the same floats on both sides
+    assert line["Δ train loss"] == "mean +0.000, at most 0.000 after the first"
 
     bare = against_released(tmp_path / "bare", write_run(tmp_path / "bare_run", authors_records(EVERY_20TH)))
     assert bare.iloc[0]["Δ train acc (epochs)"] == "-"

@@ -21,6 +21,7 @@ from rsbench.report.training_tracking import (
     final_noisy_test_accuracy,
     run_training_log,
     summarize,
+    track,
     train_loss_column,
 )
 from tests.scripts import experiment_script
@@ -58,10 +59,12 @@ def lightning_log(
     epochs: list[tuple[float, float, float]],
     test_acc: float | None = None,
     rates: list[float | None] | None = None,
+    term: str = "train/cross_entropy",
 ) -> None:
-    """A Lightning CSV log like an rsbench run's: step rows, then one epoch row per (acc, loss, cross-entropy).
+    """A Lightning CSV log like an rsbench run's: step rows, then one epoch row per (acc, loss, loss term).
 
-    ``rates``: each epoch's logged ``train/lr`` (None: not logged); 0.01 in every epoch when not given.
+    ``rates``: each epoch's logged ``train/lr`` (None: not logged); 0.01 in every epoch when not given. ``term``: the
+    column of the loss term (the cross-entropy of Consistency and Stability, MACER's classification loss).
     """
     rows = []
     for epoch, (acc, loss, cross_entropy) in enumerate(epochs):
@@ -75,7 +78,7 @@ def lightning_log(
                 "step": 10 * epoch + 9,
                 "train/acc": acc,
                 "train/loss_epoch": loss,
-                "train/cross_entropy": cross_entropy,
+                term: cross_entropy,
             }
         )
     if test_acc is not None:
@@ -126,6 +129,8 @@ def test_the_comparison_and_its_summary_on_a_hand_checked_case(tmp_path: Path) -
     assert summary.d_first == pytest.approx(1.0)
     assert summary.max_abs_d_later == pytest.approx(1.0)
     assert summary.mean_d == pytest.approx(-0.5 / 3)
+    assert summary.loss_mean_d == pytest.approx(-0.25 / 3)
+    assert summary.loss_max_abs_d_later == pytest.approx(0.25)
     assert summary.test_acc_rsbench == pytest.approx(70.0)
     assert summary.test_acc_authors == 69.5  # their last logged epoch, read as written
     assert (summary.lr_epochs, summary.lr_differing) == (3, ())
@@ -133,6 +138,30 @@ def test_the_comparison_and_its_summary_on_a_hand_checked_case(tmp_path: Path) -
     assert math.isnan(one_epoch.max_abs_d_later)
     with pytest.raises(ValueError, match="no epoch in common"):
         summarize(compared.iloc[:0], None, theirs)
+
+
+def test_macer_is_compared_on_the_classification_loss_its_authors_log_not_on_their_zero_accuracy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """train_macer.py logs macer_train's classification loss and 0.0 for train accuracy (its first two epochs at
+    sigma 0.5: 0.718 and 0.484, both 0.0): the accuracy is not compared, the loss is against rsbench's
+    ``train/classification`` (here 0.818 and 0.584: +0.1 each), not its whole loss (9.0 here)."""
+    theirs = training_curve("macer", "fashion_mnist", 0.5)
+    assert theirs is not None
+    assert theirs["train_loss"].iloc[:2].tolist() == [0.718, 0.484]
+    assert set(theirs["train_acc"]) == {0.0}
+    run = tmp_path / "macer_sigma0.5"
+    hydra_run(run, "macer", "fashion_mnist", 0.5)
+    lightning_log(run, [(0.70, 9.0, 0.818), (0.80, 9.0, 0.584)], test_acc=0.8, term="train/classification")
+    compared, summary = track(run, "macer", theirs)
+    assert compared["train_acc_authors"].isna().all()
+    assert math.isnan(summary.d_first) and math.isnan(summary.mean_d) and math.isnan(summary.max_abs_d_later)
+    assert summary.loss_mean_d == pytest.approx(0.1)
+    assert summary.loss_max_abs_d_later == pytest.approx(0.1)
+    assert tracking_script().main([str(run), "--epochs", "0"]) == 0
+    printed = capsys.readouterr().out
+    assert "| macer, sigma 0.5 | 0 | 70.0 / - | 0.818 / 0.718 |" in printed
+    assert "| macer, sigma 0.5 | 2 | - | - | - | +0.100 | 80.0 / 82.3 | none of 2 |" in printed
 
 
 def test_the_authors_printed_double_drop_is_read_as_the_rate_they_trained_with() -> None:
@@ -190,12 +219,12 @@ def test_the_script_prints_the_table_of_a_run_against_the_authors_log(
     """Two epochs of a Gaussian run at sigma 1.0 against the authors' 55.0 / 68.0 % and 1.230 / 0.834."""
     run = tmp_path / "gaussian_sigma1.0"
     hydra_run(run, "gaussian", "fashion_mnist", 1.0)
-    lightning_log(run, [(0.568, 1.175, 0.0), (0.68, 0.834, 0.0)], test_acc=0.757)
+    lightning_log(run, [(0.568, 1.170, 0.0), (0.68, 0.834, 0.0)], test_acc=0.757)
     assert tracking_script().main([str(run), "--epochs", "0", "-1"]) == 0
     printed = capsys.readouterr().out
-    assert "| gaussian, sigma 1 | 0 | 56.8 / 55.0 | 1.175 / 1.230 |" in printed
+    assert "| gaussian, sigma 1 | 0 | 56.8 / 55.0 | 1.170 / 1.230 |" in printed
     assert "| gaussian, sigma 1 | 1 | 68.0 / 68.0 | 0.834 / 0.834 |" in printed
-    assert "| gaussian, sigma 1 | 2 | +1.80 | 0.00 | +0.90 | 75.7 / 74.7 | none of 2 |" in printed
+    assert "| gaussian, sigma 1 | 2 | +1.80 | 0.00 | +0.90 | -0.030 | 75.7 / 74.7 | none of 2 |" in printed
 
 
 def test_the_script_refuses_a_cell_the_authors_released_no_log_for(

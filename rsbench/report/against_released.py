@@ -47,7 +47,14 @@ def matching_log(row: Row, logs: Sequence[ReleasedLog]) -> ReleasedLog | None:
     return None
 
 
-LAST_COLUMNS = ("same prediction", "radius r", "Δ train acc (epochs)", "noisy test acc", "lr schedule")
+LAST_COLUMNS = (
+    "same prediction",
+    "radius r",
+    "Δ train acc (epochs)",
+    "Δ train loss",
+    "noisy test acc",
+    "lr schedule",
+)
 """Shown after the certified-accuracy differences (whose radii differ by row): how the two models agree, then how
 they trained (:func:`_training_columns`)."""
 
@@ -98,8 +105,9 @@ def compare_released(rows: Sequence[Row], options: Options) -> Section | None:
         "for these trained models: they do not include the spread over training seeds unless 'sd over seeds' is "
         "given. Where the run folders hold their CSV training log: 'Δ train acc', rsbench minus the authors' "
         "training log, per epoch, in points (the mean over the epochs both logged, the largest absolute difference "
-        "after the first, and how many epochs were compared; one noise draw per image per epoch on each side); "
-        "'noisy test acc': after training, rsbench / the authors' last logged epoch (%); 'lr schedule': whether each "
+        "after the first, and how many epochs were compared; one noise draw per image per epoch on each side; "
+        "MACER's log has none: its script writes 0.0 there); 'Δ train loss', the same for the loss the authors "
+        "log (the cross-entropy term alone for Consistency, Stability, CAT-RS and MACER); 'noisy test acc': after training, rsbench / the authors' last logged epoch (%); 'lr schedule': whether each "
         "epoch trained at the authors' learning rate (their log prints the rate dropped twice at the epoch after each "
         "drop, a get_lr() artefact, read as the rate they trained with)."
     )
@@ -202,15 +210,25 @@ def _training_columns(row: Row, log: ReleasedLog) -> dict[str, Any]:
         return {"Δ train acc (epochs)": "-"}
     largest = max(summary.max_abs_d_later for summary in summaries)
     mean = float(np.mean([summary.mean_d for summary in summaries]))
+    loss_largest = max(summary.loss_max_abs_d_later for summary in summaries)
+    loss_mean = float(np.mean([summary.loss_mean_d for summary in summaries]))
     epochs = min(summary.epochs for summary in summaries)
     tests = [summary.test_acc_rsbench for summary in summaries if summary.test_acc_rsbench is not None]
     test = f"{np.mean(tests):.1f}" if tests else "-"
+    accuracy = (
+        f"mean {mean:+.2f}, at most {largest:.2f} after the first ({epochs})"
+        if not math.isnan(mean)
+        else f"not in the authors' log ({epochs})"
+    )
     return {
-        "Δ train acc (epochs)": f"mean {mean:+.2f}, |max| {largest:.2f} after the first ({epochs})",
+        "Δ train acc (epochs)": accuracy,
+        "Δ train loss": f"mean {loss_mean:+.3f}, at most {loss_largest:.3f} after the first",
         "noisy test acc": f"{test} / {summaries[0].test_acc_authors:.1f}",
         "lr schedule": _schedule_agreement(summaries),
         "_d_train_acc_mean": mean,
         "_d_train_acc_max_after_first": largest,
+        "_d_train_loss_mean": loss_mean,
+        "_d_train_loss_max_after_first": loss_largest,
         "_epochs_compared": epochs,
         "_test_acc": float(np.mean(tests)) if tests else math.nan,
         "_test_acc_released": summaries[0].test_acc_authors,

@@ -33,9 +33,14 @@ AUTHORS_TRAIN_LOSS = {
     "consistency": "train/cross_entropy",  # train_consistency.py: losses.update(loss_xent.item(), ...)
     "stability": "train/cross_entropy",  # train_stab.py: losses.update(loss_xent.item(), ...)
     "catrs": "train/loss_low",  # train_catrs.py: losses.update(loss_xent.mean().item(), ...)
+    "macer": "train/classification",  # train_macer.py logs macer_train's cl_total, the classification loss alone
 }
 """The term of rsbench's log that the authors' "train loss" is, where it is not the whole loss: their Consistency,
-Stability and CAT-RS scripts log only the cross-entropy part (alinlab/smoothing-catrs@d4bc576, ``code/``)."""
+Stability, CAT-RS and MACER scripts log only the cross-entropy part (alinlab/smoothing-catrs@d4bc576, ``code/``)."""
+
+WITHOUT_TRAIN_ACCURACY = frozenset({"macer"})
+"""Methods whose authors' log has no train accuracy: ``train_macer.py`` writes 0.0 in its column (``macer_train``
+never measures it), which is read as missing, not compared."""
 
 
 def train_loss_column(method: str) -> str:
@@ -85,9 +90,13 @@ class TrackingSummary:
 
     Attributes:
         epochs: epochs both logged.
-        d_first: train accuracy difference (points) at the first epoch both logged.
+        d_first: train accuracy difference (points) at the first epoch both logged; NaN where the authors' log
+            has no train accuracy (:data:`WITHOUT_TRAIN_ACCURACY`), as the next two.
         max_abs_d_later: the largest absolute train accuracy difference over the later epochs.
         mean_d: the mean train accuracy difference over all compared epochs.
+        loss_mean_d: the mean train loss difference over all compared epochs (the loss the authors log,
+            :func:`train_loss_column`).
+        loss_max_abs_d_later: the largest absolute train loss difference over the later epochs.
         test_acc_rsbench: the run's noisy test accuracy after training (%), if logged.
         test_acc_authors: the authors' last logged noisy test accuracy (%).
         lr_epochs: epochs where both sides' learning rate is known (rsbench logs ``train/lr``, the epoch's mean).
@@ -98,6 +107,8 @@ class TrackingSummary:
     d_first: float
     max_abs_d_later: float
     mean_d: float
+    loss_mean_d: float
+    loss_max_abs_d_later: float
     test_acc_rsbench: float | None
     test_acc_authors: float
     lr_epochs: int
@@ -108,15 +119,16 @@ def summarize(compared: pd.DataFrame, test_acc_rsbench: float | None, theirs: pd
     """The summary of :func:`compare_training`'s table (at least one epoch)."""
     if compared.empty:
         raise ValueError("the run and the authors' log have no epoch in common")
-    differences = compared["d_train_acc"]
-    later = differences.iloc[1:]
+    differences, losses = compared["d_train_acc"], compared["d_train_loss"]
     rates = compared.dropna(subset=["lr_rsbench", "lr_authors"])
     same = [math.isclose(a, b, rel_tol=LR_RTOL) for a, b in zip(rates["lr_rsbench"], rates["lr_authors"], strict=True)]
     return TrackingSummary(
         epochs=len(compared),
         d_first=float(differences.iloc[0]),
-        max_abs_d_later=float(later.abs().max()) if len(later) else math.nan,
+        max_abs_d_later=_largest_after_the_first(differences),
         mean_d=float(differences.mean()),
+        loss_mean_d=float(losses.mean()),
+        loss_max_abs_d_later=_largest_after_the_first(losses),
         test_acc_rsbench=test_acc_rsbench,
         test_acc_authors=float(theirs["test_acc"].iloc[-1]),
         lr_epochs=len(rates),
@@ -124,16 +136,25 @@ def summarize(compared: pd.DataFrame, test_acc_rsbench: float | None, theirs: pd
     )
 
 
+def _largest_after_the_first(differences: pd.Series) -> float:
+    """The largest absolute difference after the first epoch compared; NaN for one epoch or none known."""
+    later = differences.iloc[1:]
+    return float(later.abs().max()) if len(later) else math.nan
+
+
 def track(run: Path, method: str, theirs: pd.DataFrame) -> tuple[pd.DataFrame, TrackingSummary]:
     """The run's training against the authors' log ``theirs`` of its cell: :func:`compare_training` and its summary.
 
-    The run's loss is the one the authors log for ``method`` (:func:`train_loss_column`).
+    The run's loss is the one the authors log for ``method`` (:func:`train_loss_column`); the authors' train
+    accuracy is missing (NaN) for the methods of :data:`WITHOUT_TRAIN_ACCURACY`.
 
     Raises:
         FileNotFoundError, KeyError: as :func:`run_training_log`.
         ValueError: the run and the log have no epoch in common.
     """
     path, log = _read_log(run)
+    if method in WITHOUT_TRAIN_ACCURACY:
+        theirs = theirs.assign(train_acc=math.nan)
     compared = compare_training(_per_epoch(path, log, train_loss_column(method)), theirs)
     return compared, summarize(compared, _noisy_test_accuracy(log), theirs)
 
