@@ -72,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(rows))
     print()
     print(
-        "| cell | epochs compared | Δ train accuracy, first epoch | largest abs Δ after it | mean Δ | mean Δ train loss "
-        "| noisy test accuracy after training, rsbench / authors | epochs at another learning rate |"
+        "| cell | epochs compared | Δ train accuracy, first epoch | largest abs Δ after it | mean Δ | mean Δ train "
+        "loss | noisy test accuracy after training, rsbench / authors | epochs at another learning rate |"
     )
     print("|---|---|---|---|---|---|---|---|")
     print("\n".join(summaries))

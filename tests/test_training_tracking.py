@@ -155,7 +155,7 @@ def test_macer_is_compared_on_the_classification_loss_its_authors_log_not_on_the
     lightning_log(run, [(0.70, 9.0, 0.818), (0.80, 9.0, 0.584)], test_acc=0.8, term="train/classification")
     compared, summary = track(run, "macer", theirs)
     assert compared["train_acc_authors"].isna().all()
-    assert math.isnan(summary.d_first) and math.isnan(summary.mean_d) and math.isnan(summary.max_abs_d_later)
+    assert all(math.isnan(value) for value in (summary.d_first, summary.mean_d, summary.max_abs_d_later))
     assert summary.loss_mean_d == pytest.approx(0.1)
     assert summary.loss_max_abs_d_later == pytest.approx(0.1)
     assert tracking_script().main([str(run), "--epochs", "0"]) == 0

@@ -107,9 +107,10 @@ def compare_released(rows: Sequence[Row], options: Options) -> Section | None:
         "training log, per epoch, in points (the mean over the epochs both logged, the largest absolute difference "
         "after the first, and how many epochs were compared; one noise draw per image per epoch on each side; "
         "MACER's log has none: its script writes 0.0 there); 'Δ train loss', the same for the loss the authors "
-        "log (the cross-entropy term alone for Consistency, Stability, CAT-RS and MACER); 'noisy test acc': after training, rsbench / the authors' last logged epoch (%); 'lr schedule': whether each "
-        "epoch trained at the authors' learning rate (their log prints the rate dropped twice at the epoch after each "
-        "drop, a get_lr() artefact, read as the rate they trained with)."
+        "log (the cross-entropy term alone for Consistency, Stability, CAT-RS and MACER); 'noisy test acc': after "
+        "training, rsbench / the authors' last logged epoch (%); 'lr schedule': whether each epoch trained at the "
+        "authors' learning rate (their log prints the rate dropped twice at the epoch after each drop, a get_lr() "
+        "artefact, read as the rate they trained with)."
     )
     numbers_out = numbers.rename(columns=lambda c: c.lstrip("_"))
     return Section("released", "Against the authors' released runs", shown, caption, numbers_out)
