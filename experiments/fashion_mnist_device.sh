@@ -116,16 +116,22 @@ run_cell() {  # one cell (method:sigma) within $2 seconds, in runs/<method>_sigm
   fi
   # At the budget, SIGTERM to rsbench alone (--foreground: not to its loader processes, which would crash it):
   # training stops after the batch in flight, certification after the image in flight; SIGKILL 30 s later.
-  local status=0
+  local status=0 started
+  started=$(mktemp)  # a status.json older than this is an earlier attempt's
   # shellcheck disable=SC2086  # EXTRA is a list of overrides
   timeout --foreground --kill-after=30 "$left" python3 -m rsbench "${settings[@]}" data_dir="$data" \
     dataset.num_workers="${WORKERS:-4}" trainer.enable_progress_bar=false ${EXTRA:-} > "$OUT/$name.out" 2>&1 ||
     status=$?
+  local finished=""
+  if ((status != 0)) && [[ $runs/$name/status.json -nt $started && $(run_state "$runs/$name") == completed ]]; then
+    finished=" (its status.json says completed; exit status $status as it exited)" status=0  # signalled at its exit
+  fi
+  rm -f "$started"
   if ((status == 0)); then
     bash "$here/copy_records.sh" "$runs/$name" "/tmp/records/$name"
     tar czf "$OUT/$name.tgz" -C "/tmp/records/$name" .
     rm "$OUT/$name.out"
-    echo "$method sigma $sigma: done in $((SECONDS - begin)) s" | tee -a "$log"
+    echo "$method sigma $sigma: done in $((SECONDS - begin)) s$finished" | tee -a "$log"
   else
     local kept=""
     if [[ -d $runs/$name ]]; then  # what it had done, resumable elsewhere (checkpoints included, W&B files not)
@@ -138,6 +144,10 @@ run_cell() {  # one cell (method:sigma) within $2 seconds, in runs/<method>_sigm
     fi
     echo "$method sigma $sigma: $what after $((SECONDS - begin)) s (its output: $name.out$kept)" | tee -a "$log"
   fi
+}
+
+run_state() {  # how the run in folder $1 ended, as its status.json says (nothing when it has none)
+  python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["status"])' "$1/status.json" 2>/dev/null || true
 }
 
 unpack() {

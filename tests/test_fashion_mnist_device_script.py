@@ -161,6 +161,43 @@ def test_a_cut_cell_returns_its_run_folder_and_unpack_says_how_to_continue_it(da
     assert not runs.exists()  # a cut cell is not a record to commit
 
 
+def test_a_cell_signalled_as_it_exited_is_done_when_its_status_says_so_and_only_then(
+    data: Path, tmp_path: Path
+) -> None:
+    """On the H200 a MACER cell wrote its last rows and status.json ("completed") and got the budget's SIGTERM while
+    exiting: timeout's exit status 124, yet a finished cell. A stand-in for rsbench (``python3`` first on PATH, the
+    real interpreter for everything else) does that here: the cell is done and packed. A "completed" status.json from
+    an earlier attempt does not make a failing cell done."""
+    shim = tmp_path / "bin" / "python3"
+    shim.parent.mkdir()
+    shim.write_text(
+        "#!/usr/bin/env bash\n"
+        'if [[ $1 == -m && $2 == rsbench && " $* " == *" method=macer "* ]]; then\n'
+        '  for arg in "$@"; do [[ $arg == hydra.run.dir=* ]] && dir=${arg#hydra.run.dir=}; done\n'
+        '  mkdir -p "$dir" && echo \'{"status": "completed"}\' > "$dir/status.json" && echo rows > "$dir/certify.tsv"\n'
+        "  exit 124\n"
+        "fi\n"
+        f'exec {sys.executable} "$@"\n'
+    )
+    shim.chmod(0o755)
+    out, work = tmp_path / "out", tmp_path / "work"
+    out.mkdir()
+    stale = work / "no_such_method_sigma0.5"
+    stale.mkdir(parents=True)
+    (stale / "status.json").write_text('{"status": "completed"}')
+    path = f"{shim.parent}{os.pathsep}{os.environ['PATH']}"
+    ran = script(
+        "run", OUT=str(out), WHEELS="", DATA=str(data), RUNS=str(work), CELLS="macer:1.0 no_such_method:0.5", PATH=path
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    log = (out / "device.log").read_text()
+    assert "macer sigma 1.0: done in" in log
+    assert "(its status.json says completed; exit status 124 as it exited)" in log
+    with tarfile.open(out / "macer_sigma1.0.tgz") as archive:
+        assert {"./status.json", "./certify.tsv"} <= set(archive.getnames())
+    assert "no_such_method sigma 0.5: failed (exit status 2)" in log
+
+
 @pytest.mark.slow  # 45 s: the budget must let rsbench start and train before it is cut
 def test_a_cell_the_budget_cuts_stops_gracefully_and_comes_back_resumable(data: Path, tmp_path: Path) -> None:
     """At the budget rsbench alone gets SIGTERM (its loader processes do not, which would crash it): it stops after
