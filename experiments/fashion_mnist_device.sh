@@ -17,10 +17,11 @@
 #   bash experiments/fashion_mnist_device.sh unpack <files_at>
 #       here: each tarball into experiments/fashion_mnist_table/runs/<method>_sigma<s>/; then remake the report
 #       (the command in experiments/fashion_mnist_table/README.md)
-# Settings, from the environment (run): CELLS="stability:1.0 consistency:0.25 consistency:1.0" (method:sigma, the
-# cheapest cells not yet run first), BUDGET_S=540, CELL_MIN_S=240, PARALLEL=1 (cells run at once on the one GPU, a
-# cell starting when a slot frees: LeNet leaves the GPU idle between one process's kernel launches), WORKERS=4 (each
-# cell's loader processes), EXTRA="" (more Hydra overrides for every cell), WHEELS=.device/wheels,
+# Settings, from the environment (run): CELLS="macer:0.5 macer:0.25 macer:1.0 smoothmix:0.25" (method:sigma, the
+# cheapest cells not yet run first), BUDGET_S=540, CELL_MIN_S=240, PARALLEL=4 (cells run at once on the one GPU, a
+# cell starting when a slot frees: LeNet leaves the GPU idle between one process's kernel launches; four Consistency
+# cells at once took 6 s an epoch each on an H200, one alone about 10 on the authors' GPU), WORKERS=2 (each cell's
+# loader processes), OMP_NUM_THREADS=2, EXTRA="" (more Hydra overrides for every cell), WHEELS=.device/wheels,
 # DATA=.device/fashion-mnist and CARRIED=.device/partial (as pack writes them).
 # Measured on an H200 (2026-11-27, torch 2.11): a Stability cell in 298 s, about 3 s per training epoch (the authors'
 # logs: 2.98-3.33 s on their GPU) and 15 s to certify its 500 images at n = 100,000 (0.03 s per image).
@@ -66,7 +67,7 @@ run() {
   : "${OUT:?run is for the device machine, which sets OUT}"
   local wheels=${WHEELS-.device/wheels} data=${DATA:-.device/fashion-mnist} started=$SECONDS
   local budget=${BUDGET_S:-540} minimum=${CELL_MIN_S:-240}
-  local cells=${CELLS:-"stability:1.0 consistency:0.25 consistency:1.0"} carried=${CARRIED:-.device/partial}
+  local cells=${CELLS:-"macer:0.5 macer:0.25 macer:1.0 smoothmix:0.25"} carried=${CARRIED:-.device/partial}
   local log=$OUT/device.log runs=${RUNS:-/tmp/rsbench_device_runs} folder cut=""
   shopt -s nullglob
   for folder in "$carried"/*_sigma*/; do  # the cut cells pack carried, first (method_sigma<s> -> method:<s>)
@@ -79,11 +80,11 @@ run() {
       "$wheels"/*.whl
     export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
   fi
-  export PYTHONUNBUFFERED=1 WANDB_MODE=offline
+  export PYTHONUNBUFFERED=1 WANDB_MODE=offline OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
   python3 -c "import sys, torch, pytorch_lightning as pl, hydra; print('python', sys.version.split()[0], 'torch', \
 torch.__version__, 'lightning', pl.__version__, 'hydra', hydra.__version__, 'cuda', torch.cuda.is_available() and \
 torch.cuda.get_device_name(0))" | tee "$log"
-  local parallel=${PARALLEL:-1} cell left
+  local parallel=${PARALLEL:-4} cell left
   for cell in $cells; do
     while (($(jobs -rp | wc -l) >= parallel)); do  # every slot busy: until one of the cells in flight ends
       wait -n || true
@@ -120,7 +121,7 @@ run_cell() {  # one cell (method:sigma) within $2 seconds, in runs/<method>_sigm
   started=$(mktemp)  # a status.json older than this is an earlier attempt's
   # shellcheck disable=SC2086  # EXTRA is a list of overrides
   timeout --foreground --kill-after=30 "$left" python3 -m rsbench "${settings[@]}" data_dir="$data" \
-    dataset.num_workers="${WORKERS:-4}" trainer.enable_progress_bar=false ${EXTRA:-} > "$OUT/$name.out" 2>&1 ||
+    dataset.num_workers="${WORKERS:-2}" trainer.enable_progress_bar=false ${EXTRA:-} > "$OUT/$name.out" 2>&1 ||
     status=$?
   local finished=""
   if ((status != 0)) && [[ $runs/$name/status.json -nt $started && $(run_state "$runs/$name") == completed ]]; then

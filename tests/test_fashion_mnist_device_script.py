@@ -46,9 +46,18 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def script(*args: str, cwd: Path = ROOT, **env: str) -> subprocess.CompletedProcess[str]:
-    """The script with ``env`` added; ``python3`` is this interpreter (a virtual environment's, in CI)."""
+    """The script with ``env`` added; ``python3`` is this interpreter (a virtual environment's, in CI). No cut cells
+    are carried unless ``CARRIED`` is given (not the ``.device/partial/`` a real ``pack`` may have left here)."""
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-    environment = {**os.environ, "PATH": path, "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline", **env}
+    nothing_carried = str(ROOT / ".device" / "no-cut-cells-in-tests")
+    environment = {
+        **os.environ,
+        "PATH": path,
+        "OMP_NUM_THREADS": "1",
+        "WANDB_MODE": "offline",
+        "CARRIED": nothing_carried,
+        **env,
+    }
     return subprocess.run(
         ["bash", str(SCRIPT), *args], cwd=cwd, env=environment, capture_output=True, text=True, timeout=300
     )
@@ -85,6 +94,7 @@ def test_a_cell_is_trained_certified_packed_continued_and_unpacked_where_the_rep
         RUNS=str(tmp_path / "work"),
         CARRIED=str(carried),
         CELLS="no_such_method:0.5 gaussian:0.5",
+        PARALLEL="1",  # one cell at a time: the log's order is the cells'
         EXTRA=TINY,
         **common,
     )
