@@ -271,4 +271,3 @@ def test_fashion_mnist_batch_sizes_are_the_authors_scripts_defaults(make_cfg: Co
     cfg = make_cfg("dataset=fashion_mnist", "protocol=authors", f"method={method}", "sigma=0.5")
     script = SCRIPTS[f"alinlab/smoothing-catrs:code/{AUTHORS_SCRIPT[method]}"]
     assert cfg.dataset.batch_size == script["defaults"]["batch"]
-
