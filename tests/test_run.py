@@ -21,8 +21,8 @@ from omegaconf import DictConfig
 from rsbench.certify.bounds import radius_cap
 from rsbench.certify.records import COLUMNS, read_rows
 from rsbench.errors import CheckpointMismatchError, ProtocolMismatchError
-from rsbench.runs.run import run
-from tests.helpers import ROOT, SMOKE, compose_config
+from rsbench.runs.run import describe_method, run
+from tests.helpers import ROOT, SMOKE, ComposeFn, compose_config
 
 
 def certify_cfg(checkpoint: Path, output_dir: Path, *overrides: str) -> DictConfig:
@@ -260,3 +260,12 @@ def test_multirun_sweep_makes_one_wandb_run_per_job(tmp_path: Path) -> None:
     assert jobs == ["0_experiment-smoke_sigma-0.25", "1_experiment-smoke_sigma-0.5"]  # folders say what they vary
     sigmas = [json.loads((sweep / job / "metrics.json").read_text())["sigma"] for job in jobs]
     assert sigmas == [0.25, 0.5]
+
+
+def test_the_method_line_says_whose_values_a_family_lookup_took(make_cfg: ComposeFn) -> None:
+    """Fashion-MNIST takes MNIST's published hyperparameters (``dataset.family``): the run's log says so."""
+    fashion = describe_method(make_cfg("dataset=fashion_mnist", "method=stability", "sigma=0.5"))
+    assert fashion.startswith("StabilityTraining on fashion_mnist at sigma=0.5: lbd=2.0*")
+    assert "looked up for mnist (the family of fashion_mnist) at this sigma" in fashion
+    mnist = describe_method(make_cfg("dataset=mnist", "method=stability", "sigma=0.5"))
+    assert "looked up for mnist at this sigma" in mnist

@@ -345,5 +345,6 @@ def describe_method(cfg: DictConfig, given: Mapping[str, Any] | None = None) -> 
     line = f"{method} on {cfg.dataset.name} at sigma={cfg.sigma}: {', '.join(shown) or 'no hyperparameters'}"
     if any(value.endswith("*") for value in shown):
         family = cfg.dataset.get("family", cfg.dataset.name)
-        line += f" (* = looked up for {family} at this sigma: the authors' value, or rsbench's where none is published)"
+        whose = family if family == cfg.dataset.name else f"{family} (the family of {cfg.dataset.name})"
+        line += f" (* = looked up for {whose} at this sigma: the authors' value, or rsbench's where none is published)"
     return line
