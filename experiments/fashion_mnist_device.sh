@@ -25,8 +25,9 @@
 # DATA=.device/fashion-mnist and CARRIED=.device/partial (as pack writes them).
 # Measured on an H200 (2026-11-27, torch 2.11): a Stability cell in 298 s, about 3 s per training epoch (the authors'
 # logs: 2.98-3.33 s on their GPU) and 15 s to certify its 500 images at n = 100,000 (0.03 s per image).
-# A cell cut by the budget (or failing) returns its run folder as $OUT/<method>_sigma<s>.partial.tgz (checkpoints
-# and rows so far; the machine starts bare each time), which unpack puts under PARTIAL (default
+# A cell cut by the budget (or failing) returns its run folder as $OUT/<method>_sigma<s>.partial.tgz (checkpoints,
+# rows so far and the cell's output; the machine starts bare each time; one file per cell, as the device returns at
+# most 8 files a call), which unpack puts under PARTIAL (default
 # multirun/fashion_mnist_device_partial) with the command that continues it here: its training from the last epoch's
 # checkpoint, its certification after the last row (the accelerator and data folder may change on resume).
 set -euo pipefail
@@ -134,16 +135,18 @@ run_cell() {  # one cell (method:sigma) within $2 seconds, in runs/<method>_sigm
     rm "$OUT/$name.out"
     echo "$method sigma $sigma: done in $((SECONDS - begin)) s$finished" | tee -a "$log"
   else
-    local kept=""
+    local kept="its output: $name.out"
     if [[ -d $runs/$name ]]; then  # what it had done, resumable elsewhere (checkpoints included, W&B files not)
-      tar czf "$OUT/$name.partial.tgz" --exclude=./wandb -C "$runs/$name" .
-      kept="; what it had done: $name.partial.tgz"
+      # One file per cell (the device returns at most 8): its output goes into the archive, beside the run folder.
+      tar czf "$OUT/$name.partial.tgz" --exclude=./wandb -C "$runs/$name" . -C "$OUT" "$name.out"
+      rm "$OUT/$name.out"
+      kept="what it had done and its output ($name.out): $name.partial.tgz"
     fi
     local what="failed (exit status $status)"
     if ((status == 124 || status == 137)); then  # timeout's: the budget ran out (137: killed 30 s after that)
       what="cut by the budget"
     fi
-    echo "$method sigma $sigma: $what after $((SECONDS - begin)) s (its output: $name.out$kept)" | tee -a "$log"
+    echo "$method sigma $sigma: $what after $((SECONDS - begin)) s ($kept)" | tee -a "$log"
   fi
 }
 

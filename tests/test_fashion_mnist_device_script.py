@@ -158,10 +158,20 @@ def test_a_cut_cell_returns_its_run_folder_and_unpack_says_how_to_continue_it(da
         (cell / name).write_text(name)
     ran = script("run", OUT=str(out), WHEELS="", DATA=str(data), RUNS=str(work), CELLS="no_such_method:0.5")
     assert ran.returncode == 0, ran.stderr
-    assert "what it had done: no_such_method_sigma0.5.partial.tgz" in (out / "device.log").read_text()
+    log = (out / "device.log").read_text()
+    assert "what it had done and its output (no_such_method_sigma0.5.out): no_such_method_sigma0.5.partial.tgz" in log
+    assert sorted(p.name for p in out.iterdir()) == ["device.log", "no_such_method_sigma0.5.partial.tgz"]  # one a cell
     with tarfile.open(out / "no_such_method_sigma0.5.partial.tgz") as archive:
         names = {name for name in archive.getnames() if not archive.getmember(name).isdir()}
-    assert names == {"./checkpoints/last.ckpt", "./certify.tsv", "./.hydra/overrides.yaml"}
+        output = archive.extractfile("no_such_method_sigma0.5.out")
+        assert output is not None
+        assert b"no_such_method" in output.read()  # the run's own error
+    assert names == {
+        "./checkpoints/last.ckpt",
+        "./certify.tsv",
+        "./.hydra/overrides.yaml",
+        "no_such_method_sigma0.5.out",
+    }
 
     runs, partial = tmp_path / "runs", tmp_path / "partial"
     unpacked = script("unpack", str(out), RUNS=str(runs), PARTIAL=str(partial))
@@ -229,11 +239,13 @@ def test_a_cell_the_budget_cuts_stops_gracefully_and_comes_back_resumable(data: 
     )
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "gaussian sigma 0.5: cut by the budget after" in (out / "device.log").read_text()
-    output = (out / "gaussian_sigma0.5.out").read_text()
-    assert "stopped by SIGTERM. Resume with: python -m rsbench resume=" in output
-    assert "Traceback" not in output
     with tarfile.open(out / "gaussian_sigma0.5.partial.tgz") as archive:
         assert "./checkpoints/last.ckpt" in archive.getnames()
+        member = archive.extractfile("gaussian_sigma0.5.out")
+        assert member is not None
+        output = member.read().decode()
+    assert "stopped by SIGTERM. Resume with: python -m rsbench resume=" in output
+    assert "Traceback" not in output
 
 
 def test_each_step_refuses_what_it_cannot_use(tmp_path: Path) -> None:
