@@ -10,7 +10,7 @@
 #              MACER 1.388 ± 0.017 (+0.085 [+0.052, +0.118]);
 #   sigma 0.5: Gaussian 1.214 ± 0.013, Stability 1.278 ± 0.012 (+0.064 [+0.049, +0.079]),
 #              MACER 1.323 ± 0.008 (+0.109 [+0.092, +0.127]).
-# The first runs' per-image records were not kept; a rerun's are being committed as its runs finish (12 of 18 so far:
+# The first runs' per-image records were not kept; a rerun's are being committed as its runs finish (16 of 18 so far:
 # experiments/embedded_mnist_full_recipe/runs/README.md), after which its tail remakes the report from them.
 # A run stopped midway continues when the script is rerun (training from last.ckpt, certification after its last row).
 # COMMIT=experiments/embedded_mnist_full_recipe (default): where every run's records (experiments/copy_records.sh:
