@@ -7,9 +7,10 @@ A cell is one method at one sigma (seed 0): training with the authors' recipe, t
 ``--images`` test images (500: the every-20th subset). Per cell:
 
 - CPU training, core-hours = ``--epoch-seconds`` (one Gaussian epoch over the 60,000 images on one core, measured on
-  a run of the table) x the method's cost per loader batch relative to Gaussian (the training-cost benchmark, same
-  LeNet, batch 256; from the benchmark run at the cell's sigma when one is given, else from the first that has the
-  method: a recipe whose cost changes with sigma, e.g. SmoothMix's T = 2 / 4 / 8 on MNIST, needs one per sigma)
+  a run of the table) x the method's cost per training image relative to Gaussian (the training-cost benchmark, same
+  LeNet, each method at its recipe's batch size: MACER 64, the others 256; from the benchmark run at the cell's sigma
+  when one is given, else from the first that has the method: a recipe whose cost changes with sigma, e.g.
+  SmoothMix's T = 2 / 4 / 8 on MNIST, needs one per sigma)
   x the recipe's epochs (the authors' logs: 90, CAT-RS 150);
 - CPU certification, core-hours = the median ``time`` per image of the certify.tsv files under ``--runs`` (one core,
   n = 100,000) x images, per way the network was evaluated: the cells not run at the fastest one measured (runs
@@ -58,8 +59,9 @@ def bench_ratios(texts: Sequence[str]) -> dict[tuple[str, float], float]:
         found = re.search(r"sigma=([0-9.]+)", text)
         if found is None:
             raise SystemExit("a benchmark output without its 'sigma=' header: pass what training_cost printed")
-        table = {cells[0]: float(cells[2]) for cells in map(str.split, text.splitlines()) if len(cells) == 5}
-        measured.append((float(found.group(1)), {m: r for m, r in table.items() if m in METHODS}))
+        # a method's row: method, batch, ms/batch, x gaussian, forward and backward rows per image
+        rows = [cells for cells in map(str.split, text.splitlines()) if len(cells) == 6 and cells[0] in METHODS]
+        measured.append((float(found.group(1)), {cells[0]: float(cells[3]) for cells in rows}))
     missing = [m for m in METHODS if not any(m in table for _, table in measured)]
     if missing:
         raise SystemExit(f"the benchmark outputs lack {missing}: run it with every method (the default)")

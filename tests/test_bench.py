@@ -81,21 +81,41 @@ def test_compare_versions_runs_both_pipelines_in_one_process(capsys: pytest.Capt
     assert not [name for name in sys.modules if name.startswith("rsbench_other")]
 
 
-def test_training_cost_counts_each_methods_passes(capsys: pytest.CaptureFixture[str]) -> None:
-    methods = ["consistency", "macer", "denoiser"]
-    training_cost.main(["--methods", *methods, "--batch-size", "8", "--batches", "1", "--repeats", "1"])
-    out = capsys.readouterr().out
-    passes = {}
+def training_cost_rows(out: str, methods: list[str]) -> dict[str, tuple[float, ...]]:
+    """The benchmark's table: batch, ms/batch, x gaussian, forward and backward rows per image, by method."""
+    rows = {}
     for line in out.splitlines():
         cells = line.split()
         if cells and cells[0] in {"gaussian", *methods}:
-            passes[cells[0]] = (float(cells[2]), float(cells[3]), float(cells[4]))
-    assert passes["gaussian"] == (1.0, 1.0, 1.0)  # the baseline: ratio 1, one forward and backward per image
-    assert passes["consistency"][1:] == (2.0, 2.0)  # m = 2 noisy copies
-    assert passes["macer"][1:] == (16.0, 16.0)  # k = 16 noisy copies
+            rows[cells[0]] = tuple(float(cell) for cell in cells[1:])
+    return rows
+
+
+def test_training_cost_counts_each_methods_passes(capsys: pytest.CaptureFixture[str]) -> None:
+    methods = ["consistency", "macer", "denoiser"]
+    training_cost.main(["--methods", *methods, "--batch-size", "8", "--batches", "1", "--repeats", "1"])
+    rows = training_cost_rows(capsys.readouterr().out, methods)
+    assert rows["gaussian"][2:] == (1.0, 1.0, 1.0)  # the baseline: ratio 1, one forward and backward per image
+    assert {row[0] for row in rows.values()} == {8.0}  # --batch-size puts every method at it
+    assert rows["consistency"][3:] == (2.0, 2.0)  # m = 2 noisy copies
+    assert rows["macer"][3:] == (16.0, 16.0)  # k = 16 noisy copies
     # denoised smoothing, on a fresh frozen classifier the benchmark writes (its default list crashed without one):
     # one noisy copy through the trained denoiser, forward and backward
-    assert passes["denoiser"][1:] == (1.0, 1.0)
+    assert rows["denoiser"][3:] == (1.0, 1.0)
+
+
+def test_training_cost_times_each_method_at_its_recipes_batch_size_and_compares_per_image(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    training_cost.main(["--dataset", "fashion_mnist", "--methods", "macer", "--batches", "1", "--repeats", "1"])
+    out = capsys.readouterr().out
+    rows = training_cost_rows(out, ["macer"])
+    assert (rows["gaussian"][0], rows["macer"][0]) == (256, 64)  # conf/method_recipe/macer_fashion_mnist.yaml
+    assert "each method at its recipe's batch size" in out
+    # the ratio is per training image: MACER's ms per batch of 64 against Gaussian's per batch of 256, x 4 (the table
+    # prints one decimal of ms and two of the ratio, so the recomputed ratio matches to rounding)
+    (gaussian_ms, macer_ms) = rows["gaussian"][1], rows["macer"][1]
+    assert rows["macer"][2] == pytest.approx(macer_ms / 64 / (gaussian_ms / 256), rel=0.02, abs=0.01)
 
 
 def test_allocator_comparison_runs_each_setting_in_its_own_process(capsys: pytest.CaptureFixture[str]) -> None:
