@@ -6,9 +6,10 @@ Consistency, Stability, CAT-RS and MACER, :data:`rsbench.report.training_trackin
 the authors' released ``log.txt`` of the same cell (shipped with rsbench,
 :func:`rsbench.report.released.training_curve`) and prints, as markdown, the train
 accuracy and loss of both at the chosen epochs, then one line per run: the difference at the first epoch, the
-largest one after it, the mean over all epochs (none for MACER, whose script logs no train accuracy), the mean
-train loss difference, the noisy test accuracy after training beside the authors' last
-logged one, and the epochs (of those whose rate both logged) trained at another learning rate than the authors'.
+largest one after it, the mean over all epochs (none for MACER and SmoothMix, whose scripts log no train
+accuracy), the mean train loss difference, the noisy test accuracy after training beside the authors' at the run's
+last epoch (their last for a whole run), and the epochs (of those whose rate both logged) trained at another
+learning rate than the authors'.
 The Fashion-MNIST README's training tables are this script's output:
 
     python experiments/fashion_mnist_training_tracking.py experiments/fashion_mnist_table/runs/*/
@@ -35,7 +36,7 @@ def cell(run: Path) -> tuple[str, str, float]:
 
 
 def shown(value: float, spec: str) -> str:
-    """``value`` formatted by ``spec``; '-' where the authors' log has no such number (NaN: MACER's train accuracy)."""
+    """``value`` formatted by ``spec``; '-' where the authors' log has none (NaN: MACER's, SmoothMix's accuracy)."""
     return "-" if math.isnan(value) else format(value, spec)
 
 
@@ -54,12 +55,12 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         compared, summary = track(run, method, theirs)
         name = f"{method}, sigma {sigma:g}"
-        for epoch in args.epochs:
-            line = compared.iloc[epoch] if epoch < 0 else compared[compared["epoch"] == epoch].squeeze()
-            if len(line):
-                accuracy = f"{line['train_acc_rsbench']:.1f} / {shown(line['train_acc_authors'], '.1f')}"
-                loss = f"{line['train_loss_rsbench']:.3f} / {line['train_loss_authors']:.3f}"
-                rows.append(f"| {name} | {int(line['epoch'])} | {accuracy} | {loss} |")
+        # each chosen epoch once (a one-epoch run's first and last are the same)
+        chosen = {int(compared["epoch"].iloc[e]) if e < 0 else e for e in args.epochs if e >= -len(compared)}
+        for _, line in compared[compared["epoch"].isin(chosen)].iterrows():
+            accuracy = f"{line['train_acc_rsbench']:.1f} / {shown(line['train_acc_authors'], '.1f')}"
+            loss = f"{line['train_loss_rsbench']:.3f} / {line['train_loss_authors']:.3f}"
+            rows.append(f"| {name} | {int(line['epoch'])} | {accuracy} | {loss} |")
         test = "-" if summary.test_acc_rsbench is None else f"{summary.test_acc_rsbench:.1f}"
         differing = ", ".join(str(epoch) for epoch in summary.lr_differing) or "none"
         summaries.append(

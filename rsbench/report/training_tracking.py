@@ -38,9 +38,9 @@ AUTHORS_TRAIN_LOSS = {
 """The term of rsbench's log that the authors' "train loss" is, where it is not the whole loss: their Consistency,
 Stability, CAT-RS and MACER scripts log only the cross-entropy part (alinlab/smoothing-catrs@d4bc576, ``code/``)."""
 
-WITHOUT_TRAIN_ACCURACY = frozenset({"macer"})
-"""Methods whose authors' log has no train accuracy: ``train_macer.py`` writes 0.0 in its column (``macer_train``
-never measures it), which is read as missing, not compared."""
+WITHOUT_TRAIN_ACCURACY = frozenset({"macer", "smoothmix"})
+"""Methods whose authors' log has no train accuracy: ``train_macer.py`` and ``train_smoothmix.py`` write 0.0 in its
+column (neither training loop measures it), which is read as missing, not compared."""
 
 
 def train_loss_column(method: str) -> str:
@@ -98,7 +98,8 @@ class TrackingSummary:
             :func:`train_loss_column`).
         loss_max_abs_d_later: the largest absolute train loss difference over the later epochs.
         test_acc_rsbench: the run's noisy test accuracy after training (%), if logged.
-        test_acc_authors: the authors' last logged noisy test accuracy (%).
+        test_acc_authors: the authors' noisy test accuracy (%) at the last epoch compared: their last logged one
+            for a whole run, the run's last epoch for one stopped early (e.g. a first-epoch check).
         lr_epochs: epochs where both sides' learning rate is known (rsbench logs ``train/lr``, the epoch's mean).
         lr_differing: those of them whose rates differ (beyond :data:`LR_RTOL`), in order.
     """
@@ -130,7 +131,7 @@ def summarize(compared: pd.DataFrame, test_acc_rsbench: float | None, theirs: pd
         loss_mean_d=float(losses.mean()),
         loss_max_abs_d_later=_largest_after_the_first(losses),
         test_acc_rsbench=test_acc_rsbench,
-        test_acc_authors=float(theirs["test_acc"].iloc[-1]),
+        test_acc_authors=float(theirs.loc[theirs["epoch"] == compared["epoch"].iloc[-1], "test_acc"].iloc[0]),
         lr_epochs=len(rates),
         lr_differing=tuple(int(epoch) for epoch, agree in zip(rates["epoch"], same, strict=True) if not agree),
     )
