@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import functools
+import logging
 import math
+import signal
+import threading
+import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 import torch.nn.functional as F
+from filelock import FileLock
 from hydra.utils import instantiate
 from omegaconf.errors import InterpolationResolutionError
 from torch import Tensor, nn
@@ -33,6 +39,7 @@ from rsbench.methods.catrs import CATRS, bottom_k_loss, worst_case_kl
 from rsbench.methods.smoothadv import SmoothAdv, warmed_up_epsilon
 from rsbench.methods.smoothmix import SmoothMix, warmup_factor
 from rsbench.methods.teacher import TeacherKey, cache_path, load_teacher, teacher_soft_labels
+from rsbench.stop import StopRequested
 from tests.helpers import identity_linear, quiet_trainer, save_checkpoint
 
 SGD = functools.partial(torch.optim.SGD, lr=0.1)
@@ -535,6 +542,60 @@ def test_teacher_votes_are_cached_by_key_and_reused(tmp_path: Path, monkeypatch:
     torch.save(stale, cache_path(tmp_path, key))
     again = teacher_soft_labels(teacher, images, key, tmp_path, batch_size=64)
     assert torch.equal(again, first)  # each image's votes come from (seed, index): the same numbers
+
+
+def test_runs_asking_for_the_same_teacher_votes_at_once_compute_them_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A sweep's runs start together with one teacher: the second waits on the first's lock, then reads its cache."""
+    teacher = identity_linear([[5.0, 0.0], [0.0, 5.0]], [0.0, 0.0])
+    images = TensorDataset(torch.zeros(3, 1, 1, 2), torch.tensor([0, 1, 0]))
+    key = TeacherKey("abc", "toy", 3, "d", 2, num_samples=200, sigma=0.25, seed=0)
+    table = torch.tensor([[0.9, 0.1], [0.2, 0.8], [0.5, 0.5]])
+    holding, path = threading.Event(), cache_path(tmp_path, key)
+
+    def first_run() -> None:  # holds the lock while it "computes", then writes the table and lets go
+        with FileLock(path.with_suffix(".lock")):
+            holding.set()
+            time.sleep(0.5)
+            teacher_module._save_atomic({"key": asdict(key), "soft_labels": table}, path)
+
+    thread = threading.Thread(target=first_run)
+    thread.start()
+    holding.wait()
+    monkeypatch.setattr(teacher_module, "vote_histograms", lambda *a, **k: pytest.fail("computed a second time"))
+    with caplog.at_level(logging.INFO, logger="rsbench.methods.teacher"):
+        labels = teacher_soft_labels(teacher, images, key, tmp_path, batch_size=64)
+    thread.join()
+    assert torch.equal(labels, table)
+    assert "another process is computing them" in caplog.text
+    assert "cache hit" in caplog.text
+
+
+def test_a_run_waiting_for_another_to_compute_the_teacher_votes_stops_when_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = TeacherKey("abc", "toy", 3, "d", 2, num_samples=200, sigma=0.25, seed=0)
+    holder = FileLock(cache_path(tmp_path, key).with_suffix(".lock"), thread_local=False)
+    holder.acquire()
+    calls = []
+
+    def stop_on_the_second_check() -> None:
+        calls.append(1)
+        if len(calls) == 2:
+            raise StopRequested(signal.SIGTERM)
+
+    monkeypatch.setattr(teacher_module, "WAIT_POLL_SECONDS", 0.05)
+    monkeypatch.setattr(teacher_module, "raise_if_stop_requested", stop_on_the_second_check)
+    teacher = identity_linear([[5.0, 0.0], [0.0, 5.0]], [0.0, 0.0])
+    images = TensorDataset(torch.zeros(3, 1, 1, 2), torch.tensor([0, 1, 0]))
+    try:
+        with pytest.raises(StopRequested):
+            teacher_soft_labels(teacher, images, key, tmp_path, batch_size=64)
+    finally:
+        holder.release()
+    assert len(calls) == 2
+    assert not cache_path(tmp_path, key).exists()  # nothing written by the run that stopped
 
 
 def test_catrs_labels_the_training_set_when_fit_starts(tmp_path: Path) -> None:

@@ -4,8 +4,9 @@ Jeong, Kim and Shin (AAAI 2023) set y_hat(x) to the smoothed prediction of a Gau
 authors' ``smooth_prediction.py --split train --N 10000`` stores, for every training image, the hard-vote
 histogram counts / N of the sigma = 0.25 Gaussian model (``Smooth.confidence_top2``), and every CAT-RS run, whatever
 its own sigma, loads that sigma = 0.25 file. rsbench computes the same table once per (teacher weights, dataset,
-N, teacher sigma, seed) and caches it on disk; a training batch looks its rows up by ``Batch.indices`` (positions in
-the full training set).
+N, teacher sigma, seed) and caches it on disk, one process at a time (runs started together with the same teacher,
+e.g. a sweep over lambda or sigma, wait for the first to compute the table instead of each computing it); a training
+batch looks its rows up by ``Batch.indices`` (positions in the full training set).
 
 Deviation: the votes are computed on the evaluation view of each image (no crop/flip), in eval mode. The authors
 computed them on the training split as their loader served it, i.e. on one random crop/flip of each CIFAR image.
@@ -19,12 +20,14 @@ import json
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+from filelock import FileLock, Timeout
 from torch import Tensor
 from torch.utils.data import Dataset
 
@@ -38,6 +41,8 @@ from rsbench.stop import raise_if_stop_requested, stop_requested
 log = logging.getLogger(__name__)
 
 SAVE_EVERY_SECONDS = 60.0
+WAIT_POLL_SECONDS = 1.0
+"""While another process computes the same table, how often a waiting run checks for a stop request."""
 
 
 @dataclass(frozen=True)
@@ -158,7 +163,9 @@ def teacher_soft_labels(
     """The soft labels ``[len(images), C]`` of ``key``: read from the cache, or computed and cached.
 
     A cache file whose stored key differs from ``key`` (a hash collision, or a hand-edited file) is recomputed,
-    never trusted. A ``.partial`` file left by an interrupted computation is resumed.
+    never trusted. A ``.partial`` file left by an interrupted computation is resumed. Processes that ask for the
+    same table at once compute it once: the first holds ``<cache file>.lock`` while it reads or computes, the others
+    wait for it (a stop request ends the wait) and then read its cache.
 
     Args:
         teacher: the teacher model, on the device to compute on.
@@ -168,6 +175,41 @@ def teacher_soft_labels(
         batch_size: noisy copies per forward pass.
     """
     path = cache_path(cache_dir, key)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with _computing(path.with_suffix(".lock")):
+        return _read_or_compute(teacher, images, key, path, batch_size)
+
+
+@contextmanager
+def _computing(lock_path: Path) -> Iterator[None]:
+    """Hold ``lock_path`` (an OS file lock, released if the process dies) while the table is read or computed.
+
+    A process that finds it held says so and waits, checking for a stop request every :data:`WAIT_POLL_SECONDS`.
+    """
+    lock = FileLock(lock_path)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        log.info("CAT-RS teacher soft labels: another process is computing them (%s held); waiting for it", lock_path)
+        while not _acquired(lock, WAIT_POLL_SECONDS):
+            raise_if_stop_requested()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _acquired(lock: FileLock, seconds: float) -> bool:
+    """Whether ``lock`` was acquired within ``seconds``."""
+    try:
+        lock.acquire(timeout=seconds)
+    except Timeout:
+        return False
+    return True
+
+
+def _read_or_compute(teacher: Classifier, images: Dataset, key: TeacherKey, path: Path, batch_size: int) -> Tensor:
+    """:func:`teacher_soft_labels` under the lock: the cache at ``path`` if it holds ``key``, else computed there."""
     if path.is_file():
         stored = torch.load(path, map_location="cpu", weights_only=True)
         if stored.get("key") == asdict(key):
@@ -188,7 +230,6 @@ def teacher_soft_labels(
     if partial_path.is_file():
         partial = torch.load(partial_path, map_location="cpu", weights_only=True)["soft_labels"]
         log.info("resuming from %s", partial_path)
-    cache_dir.mkdir(parents=True, exist_ok=True)
     table = vote_histograms(
         teacher, images, key.num_classes, key.sigma, key.num_samples, batch_size, key.seed, partial, partial_path
     )
