@@ -10,7 +10,8 @@
 #
 # Data: Debian's package dataset-fashion-mnist (apt-get install dataset-fashion-mnist), found without configuration,
 # or the four idx files under data_dir. Recipes (conf/dataset/fashion_mnist.yaml, conf/method_recipe/
-# catrs_fashion_mnist.yaml): LeNet, batch 256, SGD lr 0.01, momentum 0.9, wd 1e-4; the six baselines 90 epochs with
+# catrs_fashion_mnist.yaml, macer_fashion_mnist.yaml): LeNet, batch 256 (MACER 64, its script's default), SGD lr
+# 0.01, momentum 0.9, wd 1e-4; the six baselines 90 epochs with
 # the rate x0.1 at epochs 31 and 61, CAT-RS 150 epochs with drops at 51 and 101 and a sigma=0.25 Gaussian teacher
 # trained with its schedule (trained once, then reused from teacher_dir). Method hyperparameters: the MNIST ones
 # (dataset.family=mnist), as the authors' code has no Fashion-MNIST-specific values.
@@ -26,7 +27,7 @@
 # run is kept when the command is run again; a stopped one resumes. Cost (measured,
 # experiments/fashion_mnist_table/README.md; every cell: python experiments/fashion_mnist_table_cost.py): one Gaussian
 # cell is about 1.1 h of training and 2.5 h of certification of 500 images on one CPU core (1.4 h with
-# certify.channels_last=true), the whole table about 460 core-hours; about 20 h on one GPU.
+# certify.channels_last=true), the whole table about 500 core-hours; about 20 h on one GPU.
 set -euo pipefail
 SWEEP=${SWEEP:-multirun/fashion_mnist_table}
 METHODS=${METHODS:-"gaussian stability smoothadv macer consistency smoothmix catrs"}
