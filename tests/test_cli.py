@@ -6,6 +6,7 @@ import csv
 import importlib.util
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -392,6 +393,7 @@ def test_progress_reaches_a_log_file_as_lines(tmp_path: Path, bar: tuple[str, ..
     log = (run_dir / "rsbench.log").read_text()  # named for the command, not Hydra's __main__.log
     assert "epoch 1/1, batch 1/4: train/loss " in log
     assert "images/s, about " in log  # the pace and the time left
+    assert re.search(r"left in the epoch, about \S+ (s|min|h) left in the run", log)  # time left, not time spent
     assert "epoch 1/1 done in " in log
     assert "certifying (certify): 1 of 8 images (" in log
     assert "certifying (certify): 8 of 8 images (" in log
