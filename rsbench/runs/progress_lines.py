@@ -2,8 +2,8 @@
 
 Lightning's bar redraws one terminal line; written to a file it is nothing for minutes, then one long line. In such a
 run :func:`rsbench.runs.run.run` turns the bar off and adds :class:`TrainingProgress`, which logs
-``epoch 3/20, batch 120/157: train/loss 0.53, 1,230 images/s, about 10 s left in the epoch, about 4 min left in the run``
-every :func:`rsbench.certify.progress.log_interval` seconds and one line at the end of each epoch.
+``epoch 3/20, batch 120/157: train/loss 0.53, 1,230 images/s, about 10 s left in the epoch, about 4 min left in the
+run`` every :func:`rsbench.certify.progress.log_interval` seconds and one line at the end of each epoch.
 """
 
 from __future__ import annotations
@@ -75,8 +75,10 @@ class TrainingProgress(pl.Callback):
 
     @staticmethod
     def _run_left(trainer: pl.Trainer, elapsed: float, done: float) -> str:
-        """``, about <time> left in the run``: the epochs still to train at this epoch's pace (``done``: the fraction of the
-        epoch behind)."""
+        """``, about <time> left in the run``: the epochs still to train, at this epoch's pace.
+
+        ``done`` is the fraction of the current epoch behind.
+        """
         if trainer.max_epochs is None or trainer.max_epochs < 0 or done <= 0:
             return ""
         epochs_left = trainer.max_epochs - trainer.current_epoch - done
