@@ -12,9 +12,11 @@
 #   sigma 0.5: ACR Gaussian 1.273, lambda 1 1.357, lambda 2 1.396 (lambda 2 - 1, paired: +0.039 [+0.010, +0.068])
 #   sigma 1.0: ACR Gaussian 1.396, lambda 1 1.606, lambda 2 1.617 (+0.011 [-0.005, +0.028]); rsbench's default: lambda 2
 # at both (conf/method/catrs.yaml). The sigma 1.0 lambda 1 run was stopped at epoch 63 and resumed with resume=<dir>.
-# Audit rerun (issue 19; records in experiments/embedded_mnist_catrs_lambda/runs/, 4 of 6 so far): Gaussian 1.271 /
-# 1.379; sigma 1.0: lambda 1 1.623, lambda 2 1.624 (+0.001 [-0.016, +0.018], paired over the 300 images). On a 2-core machine run one process with OMP_NUM_THREADS=2: two single-threaded
-# CAT-RS runs side by side took 35-42 s an epoch each, one with two threads 21-23 s.
+# Audit rerun (issue 19; records in experiments/embedded_mnist_catrs_lambda/runs/, 5 of 6 so far): Gaussian 1.271 /
+# 1.379; sigma 1.0: lambda 1 1.623, lambda 2 1.624 (+0.001 [-0.016, +0.018], paired over the 300 images); sigma 0.5:
+# lambda 1 1.412 (first run 1.357: a run-to-run change larger than the first runs' lambda 2 - 1). On a 2-core
+# machine run one process with OMP_NUM_THREADS=2: two single-threaded CAT-RS runs side by side took 35-42 s an epoch
+# each, one with two threads 21-23 s.
 # COMMIT=experiments/embedded_mnist_catrs_lambda (default): where every run's records (experiments/copy_records.sh:
 # certify.tsv, metrics.json, .hydra/, the training log; no checkpoints) are copied (runs/) and the reports written
 # (sigma<s>/, sigma<s>_vs_lbd1/), from that copy; "": the reports in <output root>/report_sigma<s>*, from its runs.
