@@ -5,8 +5,9 @@
 #   bash experiments/fashion_mnist_device.sh pack
 #       here: the wheels rsbench needs beyond that machine's packages (hydra-core, omegaconf, antlr4 runtime, at the
 #       versions installed in the environment of PYTHON, default python) and the four Fashion-MNIST idx files of
-#       Debian's dataset-fashion-mnist, into .device/ (git-ignored; 30 MB); and every cut cell under PARTIAL (below)
-#       whose records are not in RUNS yet, into .device/partial/ (its run folder without W&B files; about 4 MB)
+#       Debian's dataset-fashion-mnist, into .device/ (git-ignored; 30 MB); every cut cell under PARTIAL (below)
+#       whose records are not in RUNS yet, into .device/partial/ (its run folder without W&B files; about 4 MB); and
+#       the MACER lambda runs under LAMBDA_ROOT (below), if any, into .device/macer_lambda/
 #   run(command="bash experiments/fashion_mnist_device.sh run", carry=[".device"], timeout_s=560)
 #       there: the cut cells of .device/partial/ first, each continued where it stopped (`resume=`), then each cell of
 #       CELLS in turn (protocol=authors, seed 0, every 20th test image, n0=100, n=100,000, alpha=0.001:
@@ -17,8 +18,8 @@
 #   bash experiments/fashion_mnist_device.sh unpack <files_at>
 #       here: each tarball into experiments/fashion_mnist_table/runs/<method>_sigma<s>/; then remake the report
 #       (the command in experiments/fashion_mnist_table/README.md)
-# Settings, from the environment (run): CELLS="macer:0.5 macer:0.25 macer:1.0 smoothmix:0.25" (method:sigma, the
-# cheapest cells not yet run first), BUDGET_S=540, CELL_MIN_S=240, PARALLEL=4 (cells run at once on the one GPU, a
+# Settings, from the environment (run): CELLS="smoothmix:0.5 smoothadv:0.25" (method:sigma, after the cut cells pack
+# carried, which run first; MACER at sigma 0.5 and 1.0 waits for its lambda, MACER_LAMBDA below), BUDGET_S=540, CELL_MIN_S=240, PARALLEL=4 (cells run at once on the one GPU, a
 # cell starting when a slot frees: LeNet leaves the GPU idle between one process's kernel launches; four Consistency
 # cells at once took 6 s an epoch each on an H200, one alone about 10 on the authors' GPU), WORKERS=2 (each cell's
 # loader processes), OMP_NUM_THREADS=2, EXTRA="" (more Hydra overrides for every cell), WHEELS=.device/wheels,
@@ -27,9 +28,15 @@
 # logs: 2.98-3.33 s on their GPU) and 15 s to certify its 500 images at n = 100,000 (0.03 s per image).
 # A cell cut by the budget (or failing) returns its run folder as $OUT/<method>_sigma<s>.partial.tgz (checkpoints,
 # rows so far and the cell's output; the machine starts bare each time; one file per cell, as the device returns at
-# most 8 files a call), which unpack puts under PARTIAL (default
-# multirun/fashion_mnist_device_partial) with the command that continues it here: its training from the last epoch's
-# checkpoint, its certification after the last row (the accelerator and data folder may change on resume).
+# most 8 files a call), which unpack puts under PARTIAL (default experiments/fashion_mnist_table/partial, committed:
+# the next session's machine is bare too) with the command that continues it here: its training from the last
+# epoch's checkpoint, its certification after the last row (the accelerator and data folder may change on resume).
+# MACER_LAMBDA=1 (run): experiments/fashion_mnist_macer_lambda.sh beside the cells, in one of the PARALLEL slots (its
+# own runs MACER_LAMBDA_PARALLEL=5 at once, within the budget; MACER_LAMBDA_EXTRA: more overrides for them), in
+# /tmp/rsbench_macer_lambda (MACER_LAMBDA_ROOT), continuing the runs pack
+# carried (LAMBDA_CARRIED=.device/macer_lambda); it comes back as $OUT/macer_lambda.tgz (the lambda runs' checkpoints left out: a cut one restarts from its
+# sigma's deferred checkpoint) and $OUT/macer_lambda.log, which unpack puts in LAMBDA_ROOT (default
+# experiments/fashion_mnist_table/macer_lambda).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 step=${1:-}
@@ -50,8 +57,14 @@ print(*(f'{name}=={v(name)}' for name in ('hydra-core', 'omegaconf', 'antlr4-pyt
     fi
     cp "$source/$name.gz" "$data/"
   done
-  local partial=${PARTIAL:-multirun/fashion_mnist_device_partial} runs=${RUNS:-experiments/fashion_mnist_table/runs}
-  rm -rf .device/partial
+  local partial=${PARTIAL:-experiments/fashion_mnist_table/partial} runs=${RUNS:-experiments/fashion_mnist_table/runs}
+  local lambdas=${LAMBDA_ROOT:-experiments/fashion_mnist_table/macer_lambda}
+  rm -rf .device/partial .device/macer_lambda
+  if [[ -d $lambdas ]]; then  # the MACER lambda runs so far, continued by MACER_LAMBDA=1 (checkpoints included)
+    mkdir -p .device/macer_lambda
+    tar cf - --exclude=./wandb -C "$lambdas" . | tar xf - -C .device/macer_lambda
+    echo "continues on the device with MACER_LAMBDA=1: $lambdas"
+  fi
   shopt -s nullglob
   for folder in "$partial"/*_sigma*/; do  # the cut cells to continue on the device, unless finished since
     local name
@@ -68,7 +81,7 @@ run() {
   : "${OUT:?run is for the device machine, which sets OUT}"
   local wheels=${WHEELS-.device/wheels} data=${DATA:-.device/fashion-mnist} started=$SECONDS
   local budget=${BUDGET_S:-540} minimum=${CELL_MIN_S:-240}
-  local cells=${CELLS:-"macer:0.5 macer:0.25 macer:1.0 smoothmix:0.25"} carried=${CARRIED:-.device/partial}
+  local cells=${CELLS-"smoothmix:0.5 smoothadv:0.25"} carried=${CARRIED:-.device/partial}
   local log=$OUT/device.log runs=${RUNS:-/tmp/rsbench_device_runs} folder cut=""
   shopt -s nullglob
   for folder in "$carried"/*_sigma*/; do  # the cut cells pack carried, first (method_sigma<s> -> method:<s>)
@@ -86,6 +99,9 @@ run() {
 torch.__version__, 'lightning', pl.__version__, 'hydra', hydra.__version__, 'cuda', torch.cuda.is_available() and \
 torch.cuda.get_device_name(0))" | tee "$log"
   local parallel=${PARALLEL:-4} cell left
+  if [[ -n ${MACER_LAMBDA:-} ]]; then  # beside the cells, in one of their slots (a background job like them)
+    macer_lambda "$budget" &
+  fi
   for cell in $cells; do
     while (($(jobs -rp | wc -l) >= parallel)); do  # every slot busy: until one of the cells in flight ends
       wait -n || true
@@ -150,16 +166,42 @@ run_cell() {  # one cell (method:sigma) within $2 seconds, in runs/<method>_sigm
   fi
 }
 
+macer_lambda() {  # experiments/fashion_mnist_macer_lambda.sh within $1 seconds; its runs to OUT as one archive
+  local probe=${MACER_LAMBDA_ROOT:-/tmp/rsbench_macer_lambda} carried=${LAMBDA_CARRIED:-.device/macer_lambda}
+  if [[ ! -d $probe && -d $carried ]]; then  # what pack carried, on a fresh machine
+    mkdir -p "$probe" && cp -r "$carried/." "$probe/"
+  fi
+  # shellcheck disable=SC2086  # MACER_LAMBDA_EXTRA is a list of overrides
+  DEADLINE=$(($(date +%s) + $1 - 45)) PARALLEL=${MACER_LAMBDA_PARALLEL:-5} \
+    bash "$here/fashion_mnist_macer_lambda.sh" "$probe" data_dir="$data" dataset.num_workers=1 ${MACER_LAMBDA_EXTRA:-} \
+    > "$OUT/macer_lambda.log" 2>&1 || echo "MACER lambda: exit status $? (macer_lambda.log)" | tee -a "$log"
+  tar czf "$OUT/macer_lambda.tgz" --exclude='./sigma*_lbd*/checkpoints' --exclude='*/wandb' -C "$probe" .
+  local folder done=0 all=0
+  for folder in "$probe"/sigma*_lbd*/; do
+    all=$((all + 1))
+    [[ $(run_state "$folder") == completed ]] && done=$((done + 1))
+  done
+  echo "MACER lambda: $done of $all lambda runs completed (macer_lambda.log)" | tee -a "$log"
+}
+
 run_state() {  # how the run in folder $1 ended, as its status.json says (nothing when it has none)
   python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["status"])' "$1/status.json" 2>/dev/null || true
 }
 
 unpack() {
   local from=${1:?usage: bash experiments/fashion_mnist_device.sh unpack <folder holding the .tgz files>}
-  local runs=${RUNS:-experiments/fashion_mnist_table/runs} partial=${PARTIAL:-multirun/fashion_mnist_device_partial}
+  local runs=${RUNS:-experiments/fashion_mnist_table/runs} partial=${PARTIAL:-experiments/fashion_mnist_table/partial}
+  local lambdas=${LAMBDA_ROOT:-experiments/fashion_mnist_table/macer_lambda}
   shopt -s nullglob
   local archives=("$from"/*_sigma*.tgz)
+  if [[ -f $from/macer_lambda.tgz ]]; then  # the MACER lambda runs (MACER_LAMBDA=1), whole: they replace those here
+    rm -rf "$lambdas" && mkdir -p "$lambdas" && tar xzf "$from/macer_lambda.tgz" -C "$lambdas"
+    cp "$from/macer_lambda.log" "$lambdas/device.log" 2>/dev/null || true
+    echo "$lambdas (continue or summarise it with: bash experiments/fashion_mnist_macer_lambda.sh $lambdas" \
+      "data_dir=<the four idx files> dataset.num_workers=0)"
+  fi
   if ((${#archives[@]} == 0)); then
+    [[ -f $from/macer_lambda.tgz ]] && return 0
     echo "no <method>_sigma<s>.tgz in $from" >&2
     exit 2
   fi

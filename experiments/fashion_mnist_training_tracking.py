@@ -47,14 +47,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", nargs="+", type=int, default=[0, 10, 30, 60, -1], help="-1: the last compared")
     args = parser.parse_args(argv)
     rows, summaries = [], []
-    for run in args.runs:
-        method, dataset, sigma = cell(run)
+    cells = [cell(run) for run in args.runs]
+    for run, (method, dataset, sigma) in zip(args.runs, cells, strict=True):
         theirs = training_curve(method, dataset, sigma)
         if theirs is None:
             print(f"{run}: the authors released no training log for {method} on {dataset} at sigma {sigma:g}")
             return 2
         compared, summary = track(run, method, theirs)
         name = f"{method}, sigma {sigma:g}"
+        if cells.count((method, dataset, sigma)) > 1:  # several runs of one cell (another lambda, seed): by folder
+            name += f" ({run.resolve().name})"
         # each chosen epoch once (a one-epoch run's first and last are the same)
         chosen = {int(compared["epoch"].iloc[e]) if e < 0 else e for e in args.epochs if e >= -len(compared)}
         for _, line in compared[compared["epoch"].isin(chosen)].iterrows():

@@ -18,6 +18,7 @@ import tarfile
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -258,3 +259,63 @@ def test_each_step_refuses_what_it_cannot_use(tmp_path: Path) -> None:
     empty = script("unpack", str(tmp_path))
     assert empty.returncode == 2
     assert f"no <method>_sigma<s>.tgz in {tmp_path}" in empty.stderr
+
+
+LAMBDA_SCRIPT = ROOT / "experiments" / "fashion_mnist_macer_lambda.sh"
+
+
+def test_the_macer_lambda_runs_go_beside_the_cells_come_back_and_are_continued_here(data: Path, tmp_path: Path) -> None:
+    """MACER_LAMBDA=1 runs experiments/fashion_mnist_macer_lambda.sh in the run step (here alone: no cells; sigma 0.5,
+    lambdas 16 and 4, one epoch after the deferred ones, on the tiny data): the deferred run trains epochs 0..30 at
+    lambda 0 and each lambda run continues its last checkpoint at epoch 31 with its lambda; the table pairs their
+    classification loss with the authors' epoch 31 (0.657 at sigma 0.5). They come back as one archive without the
+    lambda runs' checkpoints; unpack puts them where the script, run again here, finds them done and only prints."""
+    out, probe, lambdas = tmp_path / "out", tmp_path / "probe", tmp_path / "lambdas"
+    out.mkdir()
+    sweep = {"SIGMAS": "0.5", "LAMBDAS": "16 4", "EPOCHS": "1"}
+    ran = script(
+        "run",
+        OUT=str(out),
+        WHEELS="",
+        DATA=str(data),
+        RUNS=str(tmp_path / "work"),
+        CELLS="",
+        MACER_LAMBDA="1",
+        MACER_LAMBDA_ROOT=str(probe),
+        LAMBDA_CARRIED=str(tmp_path / "nothing-carried"),
+        MACER_LAMBDA_PARALLEL="2",
+        MACER_LAMBDA_EXTRA="dataset.batch_size=200",  # one step an epoch
+        **sweep,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["device.log", "macer_lambda.log", "macer_lambda.tgz"]
+    table = (out / "macer_lambda.log").read_text()
+    for lbd in ("16", "4"):
+        assert f"| macer, sigma 0.5 (sigma0.5_lbd{lbd}) | 31 | " in table, table
+    assert table.count(" / 0.657 |") == 2  # the authors' classification loss at epoch 31
+    assert "MACER lambda: 2 of 2 lambda runs completed" in (out / "device.log").read_text()
+    with tarfile.open(out / "macer_lambda.tgz") as archive:
+        names = set(archive.getnames())
+    assert "./sigma0.5_deferred/checkpoints/last.ckpt" in names  # what a cut lambda run restarts from
+    assert not any(name.startswith("./sigma0.5_lbd") and "checkpoints" in name for name in names)
+
+    deferred = pd.read_csv(probe / "sigma0.5_deferred" / "logs" / "metrics.csv").groupby("epoch").last()
+    assert list(deferred.index) == list(range(31))
+    assert (deferred["train/lbd"] == 0).all()
+    for lbd in (16, 4):
+        continued = pd.read_csv(probe / f"sigma0.5_lbd{lbd}" / "logs" / "metrics.csv").groupby("epoch").last()
+        assert list(continued.index) == [31]
+        assert continued["train/lbd"].tolist() == [lbd]
+
+    unpacked = script("unpack", str(out), LAMBDA_ROOT=str(lambdas), RUNS=str(tmp_path / "runs"))
+    assert unpacked.returncode == 0, unpacked.stderr
+    assert f"bash experiments/fashion_mnist_macer_lambda.sh {lambdas} data_dir=" in unpacked.stdout
+    output = lambdas / "sigma0.5_lbd16.out"
+    before = output.stat().st_mtime_ns
+    environment = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **sweep}
+    again = subprocess.run(
+        ["bash", str(LAMBDA_SCRIPT), str(lambdas)], env=environment, capture_output=True, text=True, timeout=120
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "| macer, sigma 0.5 (sigma0.5_lbd4) | 31 | " in again.stdout
+    assert output.stat().st_mtime_ns == before  # nothing trained again
