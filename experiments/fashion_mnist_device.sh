@@ -19,10 +19,11 @@
 #       here: each tarball into experiments/fashion_mnist_table/runs/<method>_sigma<s>/; then remake the report
 #       (the command in experiments/fashion_mnist_table/README.md)
 # Settings, from the environment (run): CELLS="smoothmix:0.5 smoothadv:0.25" (method:sigma, after the cut cells pack
-# carried, which run first; MACER at sigma 0.5 and 1.0 waits for its lambda, MACER_LAMBDA below), BUDGET_S=540, CELL_MIN_S=240, PARALLEL=4 (cells run at once on the one GPU, a
-# cell starting when a slot frees: LeNet leaves the GPU idle between one process's kernel launches; four Consistency
-# cells at once took 6 s an epoch each on an H200, one alone about 10 on the authors' GPU), WORKERS=2 (each cell's
-# loader processes), OMP_NUM_THREADS=2, EXTRA="" (more Hydra overrides for every cell), WHEELS=.device/wheels,
+# carried, which run first; MACER at sigma 0.5 and 1.0 waits for its lambda, MACER_LAMBDA below), BUDGET_S=540,
+# CELL_MIN_S=240, PARALLEL=4 (cells run at once on the one GPU, a cell starting when a slot frees: LeNet leaves the
+# GPU idle between one process's kernel launches; four Consistency cells at once took 6 s an epoch each on an H200,
+# one alone about 10 on the authors' GPU), WORKERS=2 (each cell's loader processes), OMP_NUM_THREADS=2,
+# EXTRA="" (more Hydra overrides for every cell), WHEELS=.device/wheels,
 # DATA=.device/fashion-mnist and CARRIED=.device/partial (as pack writes them).
 # Measured on an H200 (2026-11-27, torch 2.11): a Stability cell in 298 s, about 3 s per training epoch (the authors'
 # logs: 2.98-3.33 s on their GPU) and 15 s to certify its 500 images at n = 100,000 (0.03 s per image).
@@ -33,9 +34,9 @@
 # epoch's checkpoint, its certification after the last row (the accelerator and data folder may change on resume).
 # MACER_LAMBDA=1 (run): experiments/fashion_mnist_macer_lambda.sh beside the cells, in one of the PARALLEL slots (its
 # own runs MACER_LAMBDA_PARALLEL=5 at once, within the budget; MACER_LAMBDA_EXTRA: more overrides for them), in
-# /tmp/rsbench_macer_lambda (MACER_LAMBDA_ROOT), continuing the runs pack
-# carried (LAMBDA_CARRIED=.device/macer_lambda); it comes back as $OUT/macer_lambda.tgz (the lambda runs' checkpoints left out: a cut one restarts from its
-# sigma's deferred checkpoint) and $OUT/macer_lambda.log, which unpack puts in LAMBDA_ROOT (default
+# /tmp/rsbench_macer_lambda (MACER_LAMBDA_ROOT), continuing the runs pack carried (LAMBDA_CARRIED=.device/macer_lambda);
+# it comes back as $OUT/macer_lambda.tgz (the lambda runs' checkpoints left out: a cut one restarts from its sigma's
+# deferred checkpoint) and $OUT/macer_lambda.log, which unpack puts in LAMBDA_ROOT (default
 # experiments/fashion_mnist_table/macer_lambda).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

@@ -64,4 +64,6 @@ for folder in "$root"/sigma*_lbd*/; do
   [[ $(state "$folder") == completed ]] && runs+=("$folder")
 done
 ((${#runs[@]})) || { echo "no lambda run completed in $root"; exit 1; }
-python3 "$here/fashion_mnist_training_tracking.py" "${runs[@]}" --epochs $(seq $deferred_epochs $((deferred_epochs + epochs - 1)))
+# shellcheck disable=SC2046  # one argument per epoch
+python3 "$here/fashion_mnist_training_tracking.py" "${runs[@]}" \
+  --epochs $(seq $deferred_epochs $((deferred_epochs + epochs - 1)))
