@@ -7,15 +7,17 @@
 #   experiments/embedded_mnist_catrs_lambda.sh [output root, default: studies/catrs_lambda]
 # Teacher votes: N=1,000 per training image (the authors: 10,000), to keep the teacher pass to minutes on a CPU.
 # LAMBDAS="1.0 2.0" (default) picks the lambdas, SIGMAS="1.0 0.5" (default) the sigmas. About 4.5 hours on one CPU
-# core: a CAT-RS run trains ~54 minutes and certifies ~5, a Gaussian run ~3 + 6. Measured (one seed each; reports in
-# experiments/embedded_mnist_catrs_lambda/):
+# core: a CAT-RS run trains ~54 minutes and certifies ~5, a Gaussian run ~3 + 6. Measured (one seed each), first runs
+# (no per-image records kept):
 #   sigma 0.5: ACR Gaussian 1.273, lambda 1 1.357, lambda 2 1.396 (lambda 2 - 1, paired: +0.039 [+0.010, +0.068])
 #   sigma 1.0: ACR Gaussian 1.396, lambda 1 1.606, lambda 2 1.617 (+0.011 [-0.005, +0.028]); rsbench's default: lambda 2
 # at both (conf/method/catrs.yaml). The sigma 1.0 lambda 1 run was stopped at epoch 63 and resumed with resume=<dir>.
-# Audit rerun (issue 19; records in experiments/embedded_mnist_catrs_lambda/runs/, 5 of 6 so far): Gaussian 1.271 /
-# 1.379; sigma 1.0: lambda 1 1.623, lambda 2 1.624 (+0.001 [-0.016, +0.018], paired over the 300 images); sigma 0.5:
-# lambda 1 1.412 (first run 1.357: a run-to-run change larger than the first runs' lambda 2 - 1). On a 2-core
-# machine run one process with OMP_NUM_THREADS=2: two single-threaded CAT-RS runs side by side took 35-42 s an epoch
+# Audit rerun (issue 19; records in experiments/embedded_mnist_catrs_lambda/runs/, the reports beside it made from
+# them): Gaussian 1.271 / 1.379; sigma 1.0: lambda 1 1.623, lambda 2 1.624 (+0.001 [-0.016, +0.018], paired over the
+# 300 images); sigma 0.5: lambda 1 1.412, lambda 2 1.423 (+0.011 [+0.003, +0.019]). Each sigma 0.5 rerun moved from
+# its first run by more than lambda 2 - 1 (+0.055, +0.027): that difference is +0.039 and +0.011 over the two
+# replicates, the same sign, not separable from zero (runs/README.md). On a 2-core machine run one process with
+# OMP_NUM_THREADS=2: two single-threaded CAT-RS runs side by side took 35-42 s an epoch
 # each, one with two threads 21-23 s.
 # COMMIT=experiments/embedded_mnist_catrs_lambda (default): where every run's records (experiments/copy_records.sh:
 # certify.tsv, metrics.json, .hydra/, the training log; no checkpoints) are copied (runs/) and the reports written
