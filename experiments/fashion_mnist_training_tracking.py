@@ -9,7 +9,7 @@ accuracy and loss of both at the chosen epochs, then one line per run: the diffe
 largest one after it, the mean over all epochs (none for MACER and SmoothMix, whose scripts log no train
 accuracy), the mean train loss difference, the noisy test accuracy after training beside the authors' at the run's
 last epoch (their last for a whole run), and the epochs (of those whose rate both logged) trained at another
-learning rate than the authors'.
+learning rate than the authors'. Several runs of one cell (lambda runs, seeds) are told apart by their folder's name.
 The Fashion-MNIST README's training tables are this script's output:
 
     python experiments/fashion_mnist_training_tracking.py experiments/fashion_mnist_table/runs/*/
