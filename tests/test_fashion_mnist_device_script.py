@@ -306,6 +306,8 @@ def test_the_macer_lambda_runs_go_beside_the_cells_come_back_and_are_continued_h
         continued = pd.read_csv(probe / f"sigma0.5_lbd{lbd}" / "logs" / "metrics.csv").groupby("epoch").last()
         assert list(continued.index) == [31]
         assert continued["train/lbd"].tolist() == [lbd]
+        # the schedule restored too: the rate dropped at epoch 31 (0.01 x 0.1; logged in float32, hence rel 1e-4)
+        assert continued["train/lr"].tolist() == pytest.approx([0.001], rel=1e-4)
 
     unpacked = script("unpack", str(out), LAMBDA_ROOT=str(lambdas), RUNS=str(tmp_path / "runs"))
     assert unpacked.returncode == 0, unpacked.stderr
