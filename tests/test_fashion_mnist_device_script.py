@@ -266,10 +266,11 @@ LAMBDA_SCRIPT = ROOT / "experiments" / "fashion_mnist_macer_lambda.sh"
 
 def test_the_macer_lambda_runs_go_beside_the_cells_come_back_and_are_continued_here(data: Path, tmp_path: Path) -> None:
     """MACER_LAMBDA=1 runs experiments/fashion_mnist_macer_lambda.sh in the run step (here alone: no cells; sigma 0.5,
-    lambdas 16 and 4, one epoch after the deferred ones, on the tiny data with 2 noisy copies): the deferred run trains epochs 0..30 at
-    lambda 0 and each lambda run continues its last checkpoint at epoch 31 with its lambda; the table pairs their
-    classification loss with the authors' epoch 31 (0.657 at sigma 0.5). They come back as one archive without the
-    lambda runs' checkpoints; unpack puts them where the script, run again here, finds them done and only prints."""
+    lambdas 16 and 4, one epoch after the deferred ones, on the tiny data with 2 noisy copies): the deferred run trains
+    epochs 0..30 at lambda 0 and each lambda run continues its last checkpoint at epoch 31 with its lambda; the table
+    pairs their classification loss with the authors' epoch 31 (0.657 at sigma 0.5). They come back as one archive
+    without the lambda runs' checkpoints; unpack puts them where the script, run again here, finds them done and only
+    prints."""
     out, probe, lambdas = tmp_path / "out", tmp_path / "probe", tmp_path / "lambdas"
     out.mkdir()
     sweep = {"SIGMAS": "0.5", "LAMBDAS": "16 4", "EPOCHS": "1"}
