@@ -41,8 +41,11 @@ def shown(value: float, spec: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print the tables for the runs on the command line; 2 (and one line saying why) when a run has no released log
-    to compare with, no CSV training log, or no epoch logged yet."""
+    """Print the tables for the runs on the command line.
+
+    Returns 0, or 2 (after one line saying why) when a run has no released log to compare with, no CSV training log,
+    or no epoch logged yet.
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path, help="rsbench run folders (or copies of their records)")
     parser.add_argument("--epochs", nargs="+", type=int, default=[0, 10, 30, 60, -1], help="-1: the last compared")
@@ -56,8 +59,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         try:
             compared, summary = track(run, method, theirs)
-        except (FileNotFoundError, KeyError) as error:  # no CSV log, or no epoch logged yet (a run in flight)
-            print(f"{run}: {error.args[0]}")
+        except FileNotFoundError as error:  # run with another logger
+            print(error)
+            return 2
+        except KeyError as error:  # the epoch's loss column is written when the first epoch ends
+            print(f"{error.args[0]}: has {run} finished its first epoch?")
             return 2
         name = f"{method}, sigma {sigma:g}"
         if cells.count((method, dataset, sigma)) > 1:  # several runs of one cell (another lambda, seed): by folder

@@ -263,11 +263,16 @@ def test_the_script_refuses_a_cell_the_authors_released_no_log_for(
 def test_the_script_names_a_run_that_has_logged_no_epoch_yet_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A run in flight before its first epoch ends has a CSV log without the epoch's loss column: one line, status 2."""
+    """A run in flight before its first epoch ends has a CSV log without the epoch's loss column: one line, status 2;
+    a run without a CSV log (another logger) likewise."""
     run = tmp_path / "macer_in_flight"
     hydra_run(run, "macer", "fashion_mnist", 0.5)
     lightning_log(run, [(0.5, 1.0, 0.0)])  # a log with train/loss_epoch but not MACER's train/classification
     assert tracking_script().main([str(run)]) == 2
     printed = capsys.readouterr().out
     assert printed.count("\n") == 1
-    assert f"{run}: " in printed and "has no column 'train/classification'" in printed
+    assert f"{run / 'logs' / 'metrics.csv'} has no column 'train/classification'" in printed
+    assert f"has {run} finished its first epoch?" in printed
+    (run / "logs" / "metrics.csv").unlink()
+    assert tracking_script().main([str(run)]) == 2
+    assert "has no training log" in capsys.readouterr().out
