@@ -19,7 +19,7 @@
 #       here: each tarball into experiments/fashion_mnist_table/runs/<method>_sigma<s>/; then remake the report
 #       (the command in experiments/fashion_mnist_table/README.md)
 # Settings, from the environment (run): CELLS="smoothmix:0.5 smoothadv:0.25" (method:sigma, after the cut cells pack
-# carried, which run first; MACER at sigma 1.0 waits for its lambda, MACER_LAMBDA below), BUDGET_S=540,
+# carried, which run first), BUDGET_S=540,
 # CELL_MIN_S=240, PARALLEL=4 (cells run at once on the one GPU, a cell starting when a slot frees: LeNet leaves the
 # GPU idle between one process's kernel launches; four Consistency cells at once took 6 s an epoch each on an H200,
 # one alone about 10 on the authors' GPU), WORKERS=2 (each cell's loader processes), OMP_NUM_THREADS=2,
