@@ -7,7 +7,8 @@
 #       versions installed in the environment of PYTHON, default python) and the four Fashion-MNIST idx files of
 #       Debian's dataset-fashion-mnist, into .device/ (git-ignored; 30 MB); every cut cell under PARTIAL (below)
 #       whose records are not in RUNS yet, into .device/partial/ (its run folder without W&B files; about 4 MB); and
-#       the MACER lambda runs under LAMBDA_ROOT (below), if any, into .device/macer_lambda/
+#       with MACER_LAMBDA=1 only, the MACER lambda runs under LAMBDA_ROOT (below), if any, into .device/macer_lambda/
+#       (both lambdas are measured, so by default nothing of them travels)
 #   run(command="bash experiments/fashion_mnist_device.sh run", carry=[".device"], timeout_s=560)
 #       there: the cut cells of .device/partial/ first, each continued where it stopped (`resume=`), then each cell of
 #       CELLS in turn (protocol=authors, seed 0, every 20th test image, n0=100, n=100,000, alpha=0.001:
@@ -61,7 +62,7 @@ print(*(f'{name}=={v(name)}' for name in ('hydra-core', 'omegaconf', 'antlr4-pyt
   local partial=${PARTIAL:-experiments/fashion_mnist_table/partial} runs=${RUNS:-experiments/fashion_mnist_table/runs}
   local lambdas=${LAMBDA_ROOT:-experiments/fashion_mnist_table/macer_lambda}
   rm -rf .device/partial .device/macer_lambda
-  if [[ -d $lambdas ]]; then  # the MACER lambda runs so far, continued by MACER_LAMBDA=1 (checkpoints included)
+  if [[ -n ${MACER_LAMBDA:-} && -d $lambdas ]]; then  # the lambda runs so far, for run's MACER_LAMBDA=1 (checkpoints too)
     mkdir -p .device/macer_lambda
     tar cf - --exclude=./wandb -C "$lambdas" . | tar xf - -C .device/macer_lambda
     echo "continues on the device with MACER_LAMBDA=1: $lambdas"
