@@ -74,6 +74,7 @@ def test_the_authors_own_run_against_itself_differs_by_nothing(tmp_path: Path) -
     assert (line["d_acr"], line["d_acr_low"], line["d_acr_high"]) == (0.0, 0.0, 0.0)  # identical scores: exact
     assert line["same_prediction"] == 1.0
     assert line["radius_correlation"] == pytest.approx(1.0, abs=1e-12)  # floating-point rounding of corrcoef
+    assert line["score_correlation"] == pytest.approx(1.0, abs=1e-12)
     assert line["verdict"].startswith("within")
     assert line["acr_released_all"] == pytest.approx(0.670, abs=5e-4)  # the table's number, all 10,000 images
 
@@ -87,6 +88,20 @@ def test_a_shift_of_every_correct_radius_is_found_with_its_size_and_direction(tm
     assert line["d_acr_low"] > 0  # a constant-on-correct-images shift is far outside any interval around 0
     assert line["verdict"] == "rsbench above"
     assert line["d_acc@0"] == 0.0  # the same images are correct: certified accuracy at 0 is unchanged
+
+
+def test_radii_of_wrong_answers_move_the_radius_correlation_but_not_the_score_correlation(tmp_path: Path) -> None:
+    """A model certifying its wrong predictions at 2.0 instead of the authors' radii: its ACR and its scores (correct
+    x radius) are the authors', so 'score r' is 1 and ΔACR 0, while 'radius r', counting wrong answers' radii, drops."""
+    records = authors_records(EVERY_20TH)
+    wrong = (records["predict"] >= 0) & ~records["correct"].astype(bool)
+    assert wrong.sum() > 10  # the authors' Gaussian at sigma 0.25: 43 of the 500 images
+    line = against_released(
+        tmp_path, write_run(tmp_path / "run", records.assign(radius=records["radius"].where(~wrong, 2.0)))
+    ).iloc[0]
+    assert line["score_correlation"] == pytest.approx(1.0, abs=1e-12)  # the same scores: corrcoef rounding only
+    assert line["d_acr"] == 0.0  # the same scores, subtracted image by image: exact
+    assert line["radius_correlation"] < 0.95  # measured 0.22: 2.0 is above nearly every correct radius
 
 
 def test_seeds_give_the_spread_of_their_differences_beside_the_interval_over_images(tmp_path: Path) -> None:
@@ -157,8 +172,8 @@ def test_a_run_trained_as_the_authors_log_says_tracks_it_exactly_and_one_without
     header = [cell.strip() for cell in report.strip().splitlines()[0].strip("|").split("|")]
     table = [line for line in report.strip().splitlines() if line.startswith("|")]
     assert {len(line.strip("|").split("|")) for line in table} == {len(header)}  # no "|" inside a cell
-    last = ["same prediction", "radius r", "Δ train acc (epochs)", "Δ train loss", "noisy test acc", "lr schedule"]
-    assert header[-6:] == last  # after every radius column
+    last = ["same prediction", "radius r", "score r", "Δ train acc (epochs)", "Δ train loss", "noisy test acc"]
+    assert header[-7:] == [*last, "lr schedule"]  # after every radius column
     assert line["d_train_loss_mean"] == pytest.approx(0.0, abs=1e-12)  # the same floats on both sides
     assert line["Δ train loss"] == "mean +0.000, at most 0.000 after the first"
 

@@ -9,10 +9,11 @@ Per row: the authors' ACR on the paired images (and on all the images they certi
 interval over the images (of the seed-averaged scores) and, with several seeds, the spread of the per-seed ΔACR;
 certified accuracy differences per radius with McNemar's exact test (paired t over images of the seed-averaged
 indicators with several seeds, as :func:`rsbench.report.paired.paired_table`); and how alike the two models are: the
-share of images with the same prediction (abstentions included) and the Pearson correlation of their radii
-(abstentions as radius 0). A row is matched to a log by method, dataset (exactly: the embedded MNIST subset's images
-are not MNIST's test images), sigma and the log's variant; a row with no log, or whose images the log lacks, is
-listed with the reason.
+share of images with the same prediction (abstentions included), the Pearson correlation of their radii
+(abstentions as radius 0) and that of their scores (correct x radius, what ACR averages: a model that certifies its
+wrong answers differently agrees less on radii than on scores). A row is matched to a log by method, dataset
+(exactly: the embedded MNIST subset's images are not MNIST's test images), sigma and the log's variant; a row with
+no log, or whose images the log lacks, is listed with the reason.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ def matching_log(row: Row, logs: Sequence[ReleasedLog]) -> ReleasedLog | None:
 LAST_COLUMNS = (
     "same prediction",
     "radius r",
+    "score r",
     "Δ train acc (epochs)",
     "Δ train loss",
     "noisy test acc",
@@ -91,7 +93,9 @@ def compare_released(rows: Sequence[Row], options: Options) -> Section | None:
         "seed-averaged scores; 'sd over seeds' is the spread of the per-seed ΔACR). Δ r: certified accuracy "
         "difference in points with McNemar's exact p (paired t over images for several seeds). 'same prediction': "
         "share of images where both models predict the same class (abstentions included); 'radius r': Pearson "
-        "correlation of the two radii (abstention = 0). 'verdict': whether the interval holds 0. "
+        "correlation of the two radii (abstention = 0); 'score r': of the two scores, correct x radius (what ACR "
+        "averages; a wrong prediction's radius, which 'radius r' counts, is 0 here). 'verdict': whether the "
+        "interval holds 0. "
         + (
             f"'{HOLM}': the ΔACR p adjusted for the {int(numbers['_p_acr'].notna().sum())} rows compared (Holm's "
             f"step-down): were every row's model as good as the authors', about {1 - options.confidence:.0%} of "
@@ -186,10 +190,12 @@ def _compare(row: Row, log: ReleasedLog, options: Options) -> dict[str, Any]:
     same = [
         float(np.mean(r.records["predict"].to_numpy() == theirs_records["predict"].to_numpy())) for r in ours.results
     ]
-    correlation = [_correlation(r.records, theirs_records) for r in ours.results]
+    radius_r = [_correlation(_radii(r.records), _radii(theirs_records)) for r in ours.results]
+    score_r = [_correlation(r.scores, base.first.scores) for r in ours.results]
     line["same prediction"] = f"{100 * np.mean(same):.1f}%"
-    line["radius r"] = f"{np.mean(correlation):.2f}"
-    line["_same_prediction"], line["_radius_correlation"] = float(np.mean(same)), float(np.mean(correlation))
+    line["radius r"], line["score r"] = f"{np.mean(radius_r):.2f}", f"{np.mean(score_r):.2f}"
+    line["_same_prediction"] = float(np.mean(same))
+    line["_radius_correlation"], line["_score_correlation"] = float(np.mean(radius_r)), float(np.mean(score_r))
     return {**line, **_training_columns(row, log)}
 
 
@@ -253,10 +259,13 @@ def _schedule_agreement(summaries: list[TrackingSummary]) -> str:
     return f"differs at epochs {shown}"
 
 
-def _correlation(ours: pd.DataFrame, theirs: pd.DataFrame) -> float:
-    """Pearson correlation of two models' radii on the same images (an abstention counts as radius 0)."""
-    a = np.where(ours["predict"] >= 0, ours["radius"], 0.0)
-    b = np.where(theirs["predict"] >= 0, theirs["radius"], 0.0)
+def _radii(records: pd.DataFrame) -> np.ndarray:
+    """Per image: the certified radius, right or wrong (an abstention counts as radius 0)."""
+    return np.where(records["predict"].to_numpy() >= 0, records["radius"].to_numpy(float), 0.0)
+
+
+def _correlation(a: np.ndarray, b: np.ndarray) -> float:
+    """Pearson correlation of two models' per-image values on the same images; NaN when either is constant."""
     if np.std(a) == 0 or np.std(b) == 0:
         return math.nan
     return float(np.corrcoef(a, b)[0, 1])
