@@ -11,16 +11,18 @@
 #       (both lambdas are measured, so by default nothing of them travels)
 #   run(command="bash experiments/fashion_mnist_device.sh run", carry=[".device"], timeout_s=560)
 #       there: the cut cells of .device/partial/ first, each continued where it stopped (`resume=`), then each cell of
-#       CELLS in turn (protocol=authors, seed 0, every 20th test image, n0=100, n=100,000, alpha=0.001:
-#       fashion_mnist_table.sh's settings; fp32, the default trainer, on the GPU), while at least CELL_MIN_S seconds
-#       of BUDGET_S are left; each finished cell's records (experiments/copy_records.sh: no checkpoints) as
-#       $OUT/<method>_sigma<s>.tgz, and $OUT/device.log with the versions and each cell's seconds. A cell whose run
-#       folder is already on the machine (a second call while it is warm) is continued too.
+#       CELLS in turn (protocol=authors, seed 0 unless the cell names one, every 20th test image, n0=100,
+#       n=100,000, alpha=0.001: fashion_mnist_table.sh's settings; fp32, the default trainer, on the GPU), while at
+#       least CELL_MIN_S seconds of BUDGET_S are left; each finished cell's records (experiments/copy_records.sh: no
+#       checkpoints) as $OUT/<method>_sigma<s>[_seed<k>].tgz, and $OUT/device.log with the versions and each cell's
+#       seconds. A cell whose run folder is already on the machine (a second call while it is warm) is continued too.
 #   bash experiments/fashion_mnist_device.sh unpack <files_at>
-#       here: each tarball into experiments/fashion_mnist_table/runs/<method>_sigma<s>/; then remake the report
-#       (the command in experiments/fashion_mnist_table/README.md)
-# Settings, from the environment (run): CELLS="smoothmix:0.5 smoothadv:0.25" (method:sigma, after the cut cells pack
-# carried, which run first), BUDGET_S=540,
+#       here: each tarball into experiments/fashion_mnist_table/runs/<method>_sigma<s>[_seed<k>]/; then remake the
+#       report (its command in experiments/fashion_mnist_table/README.md; a cell's seeds make one row, their spread
+#       beside the interval over images)
+# Settings, from the environment (run): CELLS="smoothmix:0.5 smoothadv:0.25" (method:sigma, or method:sigma:seed for a
+# seed other than 0, whose run folder is <method>_sigma<s>_seed<k>; after the cut cells pack carried, which run
+# first), BUDGET_S=540,
 # CELL_MIN_S=240, PARALLEL=4 (cells run at once on the one GPU, a cell starting when a slot frees: LeNet leaves the
 # GPU idle between one process's kernel launches; four Consistency cells at once took 6 s an epoch each on an H200,
 # one alone about 10 on the authors' GPU), WORKERS=2 (each cell's loader processes), OMP_NUM_THREADS=2,
@@ -86,9 +88,8 @@ run() {
   local cells=${CELLS-"smoothmix:0.5 smoothadv:0.25"} carried=${CARRIED:-.device/partial}
   local log=$OUT/device.log runs=${RUNS:-/tmp/rsbench_device_runs} folder cut=""
   shopt -s nullglob
-  for folder in "$carried"/*_sigma*/; do  # the cut cells pack carried, first (method_sigma<s> -> method:<s>)
-    folder=$(basename "$folder")
-    cut+="${folder%_sigma*}:${folder##*_sigma} "
+  for folder in "$carried"/*_sigma*/; do  # the cut cells pack carried, first
+    cut+="$(cell_of "$(basename "$folder")") "
   done
   cells=$(printf '%s\n' $cut $cells | awk '!seen[$0]++' | tr '\n' ' ')  # each cell once, the cut ones first
   if [[ -n $wheels ]]; then
@@ -110,7 +111,7 @@ torch.cuda.get_device_name(0))" | tee "$log"
     done
     left=$((budget - (SECONDS - started)))
     if ((left < minimum)); then
-      echo "${cell%%:*} sigma ${cell##*:}: not started ($left s of the budget left, $minimum needed)" | tee -a "$log"
+      echo "$(cell_label "$cell"): not started ($left s of the budget left, $minimum needed)" | tee -a "$log"
       continue
     fi
     if ((parallel == 1)); then
@@ -122,17 +123,34 @@ torch.cuda.get_device_name(0))" | tee "$log"
   wait
 }
 
-run_cell() {  # one cell (method:sigma) within $2 seconds, in runs/<method>_sigma<s>/; its records or run folder to OUT
-  local method=${1%%:*} sigma=${1##*:} left=$2
-  local name=${method}_sigma$sigma begin=$SECONDS
+cell_of() {  # a run folder's name, <method>_sigma<s>[_seed<k>], as the cell it runs: method:sigma[:seed]
+  local name=$1 seed=""
+  if [[ $name == *_seed* ]]; then
+    seed=":${name##*_seed}" name=${name%_seed*}
+  fi
+  echo "${name%_sigma*}:${name##*_sigma}$seed"
+}
+
+cell_label() {  # a cell (method:sigma[:seed]) as the log says it: "method sigma s", with " seed k" unless seed 0
+  local method=${1%%:*} rest=${1#*:} seed=0
+  [[ $rest == *:* ]] && seed=${rest#*:}
+  echo "$method sigma ${rest%%:*}$([[ $seed == 0 ]] || echo " seed $seed")"
+}
+
+run_cell() {  # one cell (method:sigma[:seed]) within $2 seconds, in runs/<method>_sigma<s>[_seed<k>]/; its records or
+  # run folder to OUT
+  local method=${1%%:*} rest=${1#*:} left=$2 seed=0 sigma label
+  sigma=${rest%%:*} label=$(cell_label "$1")
+  [[ $rest == *:* ]] && seed=${rest#*:}
+  local name=${method}_sigma$sigma$([[ $seed == 0 ]] || echo "_seed$seed") begin=$SECONDS
   if [[ ! -d $runs/$name && -d $carried/$name ]]; then
     mkdir -p "$runs" && cp -r "$carried/$name" "$runs/$name"
   fi
-  local settings=(dataset=fashion_mnist protocol=authors method="$method" sigma="$sigma" seed=0 certify.n0=100
+  local settings=(dataset=fashion_mnist protocol=authors method="$method" sigma="$sigma" seed="$seed" certify.n0=100
     certify.n=100000 certify.alpha=0.001 certify.skip=20 certify.batch_size=10000 hydra.run.dir="$runs/$name")
   if [[ -f $runs/$name/.hydra/config.yaml ]]; then  # cut earlier: training from its last checkpoint, rows kept
     settings=(resume="$runs/$name")
-    echo "$method sigma $sigma: continuing $runs/$name" | tee -a "$log"
+    echo "$label: continuing $runs/$name" | tee -a "$log"
   fi
   # At the budget, SIGTERM to rsbench alone (--foreground: not to its loader processes, which would crash it):
   # training stops after the batch in flight, certification after the image in flight; SIGKILL 30 s later.
@@ -151,7 +169,7 @@ run_cell() {  # one cell (method:sigma) within $2 seconds, in runs/<method>_sigm
     bash "$here/copy_records.sh" "$runs/$name" "/tmp/records/$name"
     tar czf "$OUT/$name.tgz" -C "/tmp/records/$name" .
     rm "$OUT/$name.out"
-    echo "$method sigma $sigma: done in $((SECONDS - begin)) s$finished" | tee -a "$log"
+    echo "$label: done in $((SECONDS - begin)) s$finished" | tee -a "$log"
   else
     local kept="its output: $name.out"
     if [[ -d $runs/$name ]]; then  # what it had done, resumable elsewhere (checkpoints included, W&B files not)
@@ -164,7 +182,7 @@ run_cell() {  # one cell (method:sigma) within $2 seconds, in runs/<method>_sigm
     if ((status == 124 || status == 137)); then  # timeout's: the budget ran out (137: killed 30 s after that)
       what="cut by the budget"
     fi
-    echo "$method sigma $sigma: $what after $((SECONDS - begin)) s ($kept)" | tee -a "$log"
+    echo "$label: $what after $((SECONDS - begin)) s ($kept)" | tee -a "$log"
   fi
 }
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "experiments" / "fashion_mnist_device.sh"
@@ -132,18 +133,25 @@ def test_a_cell_the_budget_cannot_fit_is_not_started_and_a_failing_one_keeps_its
     out = tmp_path / "out"
     out.mkdir()
     common = {"OUT": str(out), "WHEELS": "", "DATA": str(data), "RUNS": str(tmp_path / "work")}
-    skipped = script("run", CELLS="gaussian:0.5", BUDGET_S="10", CELL_MIN_S="60", **common)
+    carried = tmp_path / "carried"  # a cut cell of seed 2 (its run folder's name says which), as pack carries it
+    (carried / "consistency_sigma1.0_seed2").mkdir(parents=True)
+    cells = "gaussian:0.5 stability:0.25:1 consistency:1.0:2"  # the carried cell named again: run once, first
+    skipped = script("run", CELLS=cells, BUDGET_S="10", CELL_MIN_S="60", **{**common, "CARRIED": str(carried)})
     assert skipped.returncode == 0, skipped.stderr
-    assert "gaussian sigma 0.5: not started" in (out / "device.log").read_text()
+    said = [line.split(":")[0] for line in (out / "device.log").read_text().splitlines() if "not started" in line]
+    assert said == ["consistency sigma 1.0 seed 2", "gaussian sigma 0.5", "stability sigma 0.25 seed 1"]
     assert not (out / "gaussian_sigma0.5.tgz").exists()
 
-    # Two slots (PARALLEL=2, as on the device): the failing cell beside one that runs, each said once.
-    failed = script("run", CELLS="no_such_method:0.5 gaussian:0.25", PARALLEL="2", EXTRA=TINY, **common)
+    # Two slots (PARALLEL=2, as on the device): the failing cell beside one that runs (seed 1), each said once.
+    failed = script("run", CELLS="no_such_method:0.5 gaussian:0.25:1", PARALLEL="2", EXTRA=TINY, **common)
     assert failed.returncode == 0, failed.stderr  # the other cells still run
     log = (out / "device.log").read_text()
     assert "no_such_method sigma 0.5: failed (exit status 2)" in log  # a config error
-    assert log.count("gaussian sigma 0.25: done in") == 1
-    assert (out / "gaussian_sigma0.25.tgz").exists()
+    assert log.count("gaussian sigma 0.25 seed 1: done in") == 1
+    with tarfile.open(out / "gaussian_sigma0.25_seed1.tgz") as archive:
+        config = archive.extractfile("./.hydra/config.yaml")  # where the report reads a run's training seed
+        assert config is not None
+        assert yaml.safe_load(config)["seed"] == 1
     assert "no_such_method" in (out / "no_such_method_sigma0.5.out").read_text()  # the run's own error, kept
     assert not (out / "no_such_method_sigma0.5.partial.tgz").exists()  # it wrote no run folder: nothing to keep
 
