@@ -64,7 +64,7 @@ print(*(f'{name}=={v(name)}' for name in ('hydra-core', 'omegaconf', 'antlr4-pyt
   local partial=${PARTIAL:-experiments/fashion_mnist_table/partial} runs=${RUNS:-experiments/fashion_mnist_table/runs}
   local lambdas=${LAMBDA_ROOT:-experiments/fashion_mnist_table/macer_lambda}
   rm -rf .device/partial .device/macer_lambda
-  if [[ -n ${MACER_LAMBDA:-} && -d $lambdas ]]; then  # the lambda runs so far, for MACER_LAMBDA=1 runs (checkpoints too)
+  if [[ -n ${MACER_LAMBDA:-} && -d $lambdas ]]; then  # the lambda runs so far, for MACER_LAMBDA=1 (checkpoints too)
     mkdir -p .device/macer_lambda
     tar cf - --exclude=./wandb -C "$lambdas" . | tar xf - -C .device/macer_lambda
     echo "continues on the device with MACER_LAMBDA=1: $lambdas"
