@@ -23,8 +23,8 @@ smoke: ## A seconds-long end-to-end run (4 training batches, 8 certified images)
 	$(PYTHON) -m rsbench experiment=smoke
 
 # pytest-xdist workers for `make test`: in one process the suite keeps one of two cores busy (11 min 36 s of CPU in
-# 11 min 1 s on this project's 2-core machine: subprocess imports and Python loops), two workers keep both (6 min 49 s
-# and 7 min 37 s in two runs).
+# 11 min 1 s on this project's 2-core machine: subprocess imports and Python loops), two workers keep both (5 to 7.7
+# minutes in the runs since, 1339-1343 tests).
 # TEST_WORKERS=0 runs it in this one process.
 TEST_WORKERS ?= 2
 
