@@ -131,17 +131,23 @@ cell_of() {  # a run folder's name, <method>_sigma<s>[_seed<k>], as the cell it 
   echo "${name%_sigma*}:${name##*_sigma}$seed"
 }
 
-cell_label() {  # a cell (method:sigma[:seed]) as the log says it: "method sigma s", with " seed k" unless seed 0
-  local method=${1%%:*} rest=${1#*:} seed=0
+cell_parts() {  # a cell (method:sigma[:seed]) as "method sigma seed", seed 0 when it names none
+  local rest=${1#*:} seed=0
   [[ $rest == *:* ]] && seed=${rest#*:}
-  echo "$method sigma ${rest%%:*}$([[ $seed == 0 ]] || echo " seed $seed")"
+  echo "${1%%:*} ${rest%%:*} $seed"
+}
+
+cell_label() {  # a cell as the log says it: "method sigma s", with " seed k" unless seed 0
+  local method sigma seed
+  read -r method sigma seed <<< "$(cell_parts "$1")"
+  echo "$method sigma $sigma$([[ $seed == 0 ]] || echo " seed $seed")"
 }
 
 run_cell() {  # one cell (method:sigma[:seed]) within $2 seconds, in runs/<method>_sigma<s>[_seed<k>]/; its records or
   # run folder to OUT
-  local method=${1%%:*} rest=${1#*:} left=$2 seed=0 sigma label
-  sigma=${rest%%:*} label=$(cell_label "$1")
-  [[ $rest == *:* ]] && seed=${rest#*:}
+  local method sigma seed left=$2 label
+  read -r method sigma seed <<< "$(cell_parts "$1")"
+  label=$(cell_label "$1")
   local name=${method}_sigma$sigma$([[ $seed == 0 ]] || echo "_seed$seed") begin=$SECONDS
   if [[ ! -d $runs/$name && -d $carried/$name ]]; then
     mkdir -p "$runs" && cp -r "$carried/$name" "$runs/$name"
