@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from rsbench.attack import AttackSettings, attack_certified
-from rsbench.certify.bounds import radius_cap
+from rsbench.certify.caps import fixed_n_cap
 from rsbench.certify.metrics import radius_grid
 from rsbench.certify.records import CertificationRow
 from rsbench.certify.smooth import Smooth
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> dict[str, float]:
     images = [(test[i][0], int(test[i][1])) for i in range(args.images)]
     xs = torch.stack([image for image, _ in images])
     smooth = Smooth(net.eval(), 10, sigma)
-    grid = radius_grid(radius_cap(sigma, args.n, args.alpha))
+    grid = radius_grid(fixed_n_cap(sigma, args.n, args.alpha))
     settings = AttackSettings(num_steps=args.steps, num_noise=args.noise, n=args.predict_n, batch_size=args.batch_size)
     print(
         f"{name}: {args.images} images, CERTIFY n0={args.n0}, n={args.n}, alpha={args.alpha}; SmoothAdv "

@@ -11,7 +11,14 @@ ensembles) calls it directly.
 Under several processes, process r certifies every world_size-th image of the subset (a static share, so a resumed
 run never computes an image twice) into its own shard file, and process 0 merges the shards and writes the summary:
 the rows are the ones a single process would produce, because each image's noise streams are seeded by
-(seed, image index) alone.
+(seed, image index) alone. The jobs of a sharded certification (``certify.shard``, :mod:`rsbench.certify.sharding`)
+slice the subset the same way, each into its own record of one shared folder, and the last job to finish merges
+them (:func:`merge_shards`, also ``python -m rsbench.certify.merge``); the summary is then written from the files
+alone, from what each job stored in ``certify_shards.json`` when it started.
+
+The certificates themselves come from :func:`rsbench.certify.groups.certify_images`, the algorithm's one composition
+of "certify a group of images"; this module is the run around it (settings, records, resume, summary, plot,
+progress, cost).
 
 With a data-dependent sigma mode, ``certify.tsv`` and ``metrics.json`` hold certificates at a per-input sigma,
 labelled ``sound = false`` everywhere, and the sound fixed-sigma certificates of the same images go to
@@ -21,10 +28,11 @@ labelled ``sound = false`` everywhere, and the sound fixed-sigma certificates of
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
-import time
+import os
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -33,10 +41,12 @@ from scipy.stats import norm
 from torch import Tensor, nn
 
 from rsbench.archs.classifier import weights_fingerprint
+from rsbench.certify.cost import certification_cost
 from rsbench.certify.data_dependent import MEMORY_NOTE, UNSOUND_NOTE, certify_data_dependent, memory_replay
 from rsbench.certify.designs import Design
 from rsbench.certify.environment import environment
 from rsbench.certify.grid_noise import GridSmooth
+from rsbench.certify.groups import certify_images
 from rsbench.certify.plot import Curve, plot_certified_accuracy
 from rsbench.certify.progress import progress as progress_counter
 from rsbench.certify.records import (
@@ -44,6 +54,7 @@ from rsbench.certify.records import (
     CertificationRow,
     RecordWriter,
     check_protocol,
+    directory_lock,
     merge_records,
     read_records,
     record_columns,
@@ -52,16 +63,18 @@ from rsbench.certify.records import (
     write_record,
 )
 from rsbench.certify.seeding import derive_seed
-from rsbench.certify.sequential import certify_group
 from rsbench.certify.settings import RESUMABLE, CertifySettings
+from rsbench.certify.sharding import owner
 from rsbench.certify.smooth import Certificate, Smooth, module_device
 from rsbench.certify.subset import indices_digest, require_images
 from rsbench.certify.summary import format_summary, summarize, write_metrics
+from rsbench.errors import DamagedFileError
 
 log = logging.getLogger(__name__)
 
 FIXED_STEM = "certify_fixed_sigma"  # the sound certificates beside data-dependent ones
 PER_INPUT_STEM = "certify_data_dependent"  # memory mode: the per-input-sigma certificates before the replay
+SHARDS = "certify_shards.json"  # a sharded certification's summary context, and each shard's environment
 GroupCertifier = Callable[[Smooth, Tensor, list[int]], Iterator[tuple[int, Certificate]]]
 
 
@@ -116,15 +129,76 @@ class Outcome:
     """What a certification run produced on this process.
 
     Attributes:
-        summary: the ``metrics.json`` content; ``None`` on processes other than 0, and when stopped early.
+        summary: the ``metrics.json`` content; ``None`` on processes other than 0, when stopped early, and on a
+            shard whose siblings are not done yet.
         rows: each record's rows in subset order (``certify`` and, for data-dependent modes, the others); empty
             when ``summary`` is ``None``.
         stopped: whether ``should_stop`` ended the run before every image of this process's share was certified.
+        waiting: the shards whose rows are still missing (a sharded certification whose last shard is not done).
     """
 
     summary: dict[str, Any] | None = None
     rows: dict[str, list[CertificationRow]] = field(default_factory=dict)
     stopped: bool = False
+    waiting: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the summary of a run says besides its rows: kept in memory, or in ``certify_shards.json`` for shards.
+
+    Attributes:
+        settings: the certification settings.
+        sigma: the certification sigma.
+        test_size: the size of the test split the subset's indices index.
+        dim: the input dimension (C * H * W).
+        meta: the subject's description, the certification seed and the weights' fingerprint.
+        extra: ``model`` (provenance), ``hparams`` and the run's notes, as recorded in ``metrics.json``.
+        environments: the environment of each process that certified (by shard; one entry unless sharded).
+        train_seconds: the run's training time (``None``: it trained nothing).
+    """
+
+    settings: CertifySettings
+    sigma: float
+    test_size: int
+    dim: int
+    meta: Mapping[str, Any]
+    extra: Mapping[str, Any]
+    environments: Mapping[int, Mapping[str, Any]]
+    train_seconds: float | None = None
+
+    @property
+    def indices(self) -> list[int]:
+        """The certified test indices, in order."""
+        subset = self.settings.subset
+        return require_images(self.test_size, subset.start, subset.skip, subset.max_images)
+
+    def to_json(self) -> dict[str, Any]:
+        """The context as stored in ``certify_shards.json`` (``environments`` under ``shards``)."""
+        return {
+            "settings": self.settings.to_keys(),
+            "sigma": self.sigma,
+            "test_size": self.test_size,
+            "dim": self.dim,
+            "meta": dict(self.meta),
+            "extra": dict(self.extra),
+            "train_seconds": self.train_seconds,
+            "shards": {str(k): dict(v) for k, v in self.environments.items()},
+        }
+
+    @classmethod
+    def from_json(cls, stored: Mapping[str, Any]) -> Context:
+        """The context :meth:`to_json` stored."""
+        return cls(
+            settings=CertifySettings.from_keys(**stored["settings"]),
+            sigma=float(stored["sigma"]),
+            test_size=int(stored["test_size"]),
+            dim=int(stored["dim"]),
+            meta=stored["meta"],
+            extra=stored["extra"],
+            environments={int(k): v for k, v in stored["shards"].items()},
+            train_seconds=stored.get("train_seconds"),
+        )
 
 
 def _no_barrier() -> None:
@@ -135,19 +209,26 @@ class Certification:
     """Certify test images with the protocol of ``settings`` into ``output_dir`` (see the module docstring).
 
     Args:
-        settings: the protocol, subset, speed options, and optionally the sequential schedule or the
-            data-dependent sigma mode.
-        output_dir: where ``certify.tsv``, ``certify_protocol.json``, ``metrics.json`` and the plot go.
+        settings: the protocol, subset, speed options, and optionally the sequential schedule, the data-dependent
+            sigma mode or this job's shard.
+        output_dir: where ``certify.tsv``, ``certify_protocol.json``, ``metrics.json`` and the plot go (for a
+            sharded certification: the folder every shard shares).
         notes: facts about the run recorded in ``metrics.json`` as given (e.g. ``{"protocol": "authors"}``, the
             training protocol); the rows do not depend on them.
+        train_seconds: the run's training time, recorded in ``metrics.json["cost"]`` (``None``: none).
     """
 
     def __init__(
-        self, settings: CertifySettings, output_dir: str | Path, notes: Mapping[str, Any] | None = None
+        self,
+        settings: CertifySettings,
+        output_dir: str | Path,
+        notes: Mapping[str, Any] | None = None,
+        train_seconds: float | None = None,
     ) -> None:
         self.settings = settings
         self.output_dir = Path(output_dir)
         self.notes = dict(notes or {})
+        self.train_seconds = train_seconds
 
     def run(
         self,
@@ -163,13 +244,13 @@ class Certification:
         Args:
             subject: the classifier and its description.
             images: the test set (the subset's indices index it).
-            shard: this process's rank and the number of processes.
+            shard: this process's rank and the number of processes (within this job's shard, if sharded).
             barrier: waits for every process (called after the protocol is stored and after the share is done).
             should_stop: asked after each certified image; when it returns true the run stops there (every row
                 certified so far is on disk, so rerunning resumes after it) and writes no summary.
         """
         self.settings = self.settings.with_defaults(subject.certify_defaults)  # what the settings leave to the method
-        settings, protocol = self.settings, self.settings.protocol
+        settings, protocol, sharding = self.settings, self.settings.protocol, self.settings.sharding
         sigma = protocol.sigma if protocol.sigma is not None else subject.sigma
         if sigma != subject.sigma:
             log.warning("certifying at sigma=%s a model trained at sigma=%s", sigma, subject.sigma)
@@ -186,12 +267,17 @@ class Certification:
             "seed": protocol.seed,
             "model_fingerprint": weights_fingerprint(subject.classifier),
         }
+        context = self._context(subject, images, indices, sigma, meta)
         if shard.rank == 0:
             stored = {**meta, **settings.protocol_record(sigma, len(images))}
             check_protocol(self.output_dir, stored, RESUMABLE)
             write_protocol(self.output_dir, stored)
+            if sharding.sharded:
+                _register_shard(self.output_dir, context, sharding.shard)
         barrier()
-        share = indices[shard.rank :: shard.world_size]
+        first, stride = sharding.slice(shard.rank, shard.world_size)
+        kind = "shard" if sharding.sharded else "rank"
+        share = indices[first::stride]
         stopped = False
         with self._prepared(subject.classifier) as classifier:
             # Gaussian noise on the input grid when asked for (the settings refuse a grid for the other noises)
@@ -207,73 +293,42 @@ class Certification:
                 **noise,
             )
             for stem, certify_group, sound in self._records():
-                record = self.output_dir / shard_record(shard.rank, shard.world_size, stem)
-                stopped = self._certify_share(smooth, images, share, record, stem, certify_group, sound, should_stop)
+                record = self.output_dir / shard_record(first, stride, stem, kind)
+                stopped = self._certify_share(
+                    smooth, images, share, record, stem, certify_group, sound, should_stop, sharding.sharded
+                )
                 if stopped:
                     log.warning("certification stopped on request; rerun into %s to resume", self.output_dir)
                     break
         barrier()
         if shard.rank != 0 or stopped:
             return Outcome(stopped=stopped)
-        return self._summarize_run(indices, images, sigma, meta, subject)
+        if sharding.sharded:
+            log.info("%s: every image of its share is certified in %s", sharding.describe(), self.output_dir)
+            return merge_shards(self.output_dir, wait=True)
+        return _summarize_run(self.output_dir, context, images)
 
-    def _summarize_run(
-        self,
-        indices: list[int],
-        images: IndexedImages,
-        sigma: float,
-        meta: Mapping[str, Any],
-        subject: Subject,
-    ) -> Outcome:
-        """Merge every record's shards, write ``metrics.json`` and the plot; return the rows and the summary."""
-        settings = self.settings
-        rows = {stem: self._collect(stem, indices) for stem, _, _ in self._records()}
-        if settings.sigma_mode == "memory":
-            stacked = torch.stack([images[i][0] for i in indices])
-            replayed, report = memory_replay(rows[PER_INPUT_STEM], stacked)
-            write_record(self.output_dir / f"{STEM}.tsv", replayed)
-            rows[STEM] = replayed
-            log.info("memory replay: %d certificates shrunk, %d switched class", report.shrunk, report.switched)
-        extra = {"subset": self._subset_record(indices, len(images)), **meta}
-        extra["environment"] = environment(module_device(subject.classifier) or torch.device("cpu"))
+    def _context(
+        self, subject: Subject, images: IndexedImages, indices: list[int], sigma: float, meta: Mapping[str, Any]
+    ) -> Context:
+        """What the summary says besides the rows (see :class:`Context`)."""
+        extra: dict[str, Any] = {}
         if subject.provenance:
             extra["model"] = dict(subject.provenance)
         if subject.hparams:
             extra["hparams"] = dict(subject.hparams)
         extra.update(self.notes)
-        dim = images[indices[0]][0].numel() if indices else 0
-        extra.update(settings.protocol.threat.record(sigma, dim, settings.protocol.radius_step))
-        summary = self._summarize(rows[STEM], sigma, extra, dim)
-        curves = [
-            Curve(f"{settings.sigma_mode} sigma", [r.radius for r in rows[STEM]], [r.correct for r in rows[STEM]])
-        ]
-        if settings.sigma_mode != "fixed":
-            fixed = self._summarize(rows[FIXED_STEM], sigma, {})
-            summary.update(
-                soundness=MEMORY_NOTE if settings.sigma_mode == "memory" else UNSOUND_NOTE,
-                fixed_sigma=fixed,
-                mean_sigma=sum(r.sigma for r in rows[STEM]) / max(1, len(rows[STEM])),
-            )
-            if settings.sigma_mode == "memory":
-                summary["memory"] = {"order": "test index", **vars(report)}
-            curves = [
-                Curve(
-                    f"fixed sigma={sigma} (sound)",
-                    [r.radius for r in rows[FIXED_STEM]],
-                    [r.correct for r in rows[FIXED_STEM]],
-                ),
-                Curve(f"{settings.sigma_mode} sigma (NOT sound)", curves[0].radii, curves[0].correct, dashed=True),
-            ]
-            log.warning("%s certificates are not sound guarantees: %s", settings.sigma_mode, summary["soundness"])
-        write_metrics(summary, self.output_dir / "metrics.json")
-        title = f"{meta.get('method')} on {meta.get('dataset')} ({meta.get('arch')}), sigma={sigma}"
-        if "norm" in summary:
-            title += f", {settings.protocol.threat.describe()}"
-        p = settings.protocol
-        note = f"{len(indices)} images, n0={p.n0}, n={p.n}, alpha={p.alpha}, {settings.mode} CERTIFY"
-        plot_certified_accuracy(curves, summary["radius_cap"], self.output_dir / "certified_accuracy.png", title, note)
-        log.info("certification results (%s):\n%s", self.output_dir, format_summary(summary))
-        return Outcome(summary=summary, rows=rows)
+        here = environment(module_device(subject.classifier) or torch.device("cpu"))
+        return Context(
+            settings=self.settings,
+            sigma=sigma,
+            test_size=len(images),
+            dim=images[indices[0]][0].numel() if indices else 0,
+            meta=meta,
+            extra=extra,
+            environments={self.settings.sharding.shard: here},
+            train_seconds=self.train_seconds,
+        )
 
     def _records(self) -> list[tuple[str, GroupCertifier, bool]]:
         """The records this run writes: (file stem, how a group of images is certified, whether it is sound)."""
@@ -282,25 +337,6 @@ class Certification:
             return [(STEM, self._certify_group, True)]
         per_input = STEM if sigma_mode == "data_dependent" else PER_INPUT_STEM
         return [(FIXED_STEM, self._certify_group, True), (per_input, self._certify_group_per_input_sigma, False)]
-
-    def _collect(self, stem: str, indices: list[int]) -> list[CertificationRow]:
-        """Merge a record's shards and return its rows for ``indices``, in that order."""
-        rows_by_idx = {row.idx: row for row in merge_records(self.output_dir, stem)}
-        extra = sorted(set(rows_by_idx).difference(indices))
-        if extra:
-            log.warning("%s.tsv holds %d rows outside the requested subset; they are not summarised", stem, len(extra))
-        return [rows_by_idx[i] for i in indices]
-
-    def _subset_record(self, indices: list[int], test_size: int) -> dict[str, Any]:
-        subset = self.settings.subset
-        return {
-            "start": subset.start,
-            "skip": subset.skip,
-            "max_images": subset.max_images,
-            "test_size": test_size,
-            "digest": indices_digest(indices),
-            "indices": indices,
-        }
 
     @contextlib.contextmanager
     def _prepared(self, net: nn.Module) -> Iterator[nn.Module]:
@@ -324,6 +360,7 @@ class Certification:
         certify_group: GroupCertifier,
         sound: bool,
         should_stop: Callable[[], bool] | None,
+        exclusive: bool = False,
     ) -> bool:
         """Certify the images of ``share`` not yet in record ``stem``, appending each row to ``record`` when done.
 
@@ -338,12 +375,13 @@ class Certification:
         todo = [i for i in share if i not in done]
         if done:
             log.info("resuming certification: %d of %d images already certified", len(done), len(share))
-        together = self.settings.speed.images_together(self.settings.protocol)
-        seed = self.settings.protocol.seed
+        protocol, speed = self.settings.protocol, self.settings.speed
+        together = speed.images_together(protocol)
+        seed = protocol.seed
         progress = progress_counter(len(share), f"certifying ({stem})", "images", initial=len(done))
-        columns = record_columns(not self.settings.protocol.threat.is_default)
+        columns = record_columns(not protocol.threat.is_default)
         try:
-            with RecordWriter(record, columns) as writer:
+            with RecordWriter(record, columns, exclusive=exclusive) as writer:
                 for first in range(0, len(todo), together):
                     group = todo[first : first + together]
                     items = [images[i] for i in group]
@@ -361,28 +399,17 @@ class Certification:
     def _certify_group(self, smooth: Smooth, xs: Tensor, seeds: list[int]) -> Iterator[tuple[int, Certificate]]:
         """Yield (position in the group, certificate) as each image of the group is certified."""
         protocol, schedule = self.settings.protocol, self.settings.sequential
-        batch_size = self.settings.speed.batch_size
-        if schedule is not None:
-            design = schedule.make(smooth.sigma, protocol)
-            yield from enumerate(certify_group(smooth, xs, protocol.n0, batch_size, design, seeds=seeds))
-            return
-        start = time.perf_counter()
-        selected = smooth.select(xs, protocol.n0, batch_size, seeds=seeds)
-        selection_seconds = (time.perf_counter() - start) / len(xs)
-        together = max(1, batch_size // protocol.n)
-        for first in range(0, len(xs), together):
-            part = slice(first, first + together)
-            certificates = smooth.estimate(
-                xs[part],
-                selected[part],
-                protocol.n0,
-                protocol.n,
-                protocol.alpha,
-                batch_size,
-                seeds=seeds[part],
-                extra_seconds=selection_seconds,
-            )
-            yield from enumerate(certificates, start=first)
+        design = schedule.make(smooth.sigma, protocol) if schedule is not None else None
+        return certify_images(
+            smooth,
+            xs,
+            seeds,
+            n0=protocol.n0,
+            n=protocol.n,
+            alpha=protocol.alpha,
+            batch_size=self.settings.speed.batch_size,
+            design=design,
+        )
 
     def _certify_group_per_input_sigma(
         self, smooth: Smooth, xs: Tensor, seeds: list[int]
@@ -403,31 +430,195 @@ class Certification:
             )
             yield position, cert
 
-    def _summarize(
-        self, rows: list[CertificationRow], sigma: float, extra: dict[str, Any], dim: int = 0
-    ) -> dict[str, Any]:
-        """The metrics.json content of ``rows`` (the radius grid, in the certified norm, reaches the largest cap)."""
-        settings, protocol = self.settings, self.settings.protocol
-        largest_sigma = max([sigma, *(row.sigma for row in rows)])
-        return summarize(
-            rows,
-            sigma=sigma,
-            n0=protocol.n0,
-            n=protocol.n,
-            alpha=protocol.alpha,
-            radius_step=settings.grid_step(dim),
-            cap=settings.cap(largest_sigma, dim),
-            extra={
-                **extra,
-                "mode": settings.mode,
-                "sigma_mode": settings.sigma_mode,
-                "precision": settings.speed.precision,
-                "channels_last": settings.speed.channels_last,
-                "compile": settings.speed.compile,
-                "mean_samples": sum(row.n for row in rows) / len(rows) if rows else 0.0,
-                **({"design": settings.sequential.design} if settings.sequential is not None else {}),
-            },
+
+def records_of(settings: CertifySettings) -> list[str]:
+    """The stems of the records a run with ``settings`` writes, the sound fixed-sigma one first."""
+    if settings.sigma_mode == "fixed":
+        return [STEM]
+    return [FIXED_STEM, STEM if settings.sigma_mode == "data_dependent" else PER_INPUT_STEM]
+
+
+def _register_shard(directory: Path, context: Context, shard: int) -> None:
+    """Store the summary context in ``certify_shards.json``, with this shard's environment beside the others'."""
+    path = directory / SHARDS
+    with directory_lock(directory):
+        stored = _read_json(path) if path.is_file() else {"shards": {}}
+        shards = {int(k): v for k, v in stored.get("shards", {}).items()}
+        shards[shard] = context.environments[shard]
+        record = replace(context, environments=shards).to_json()
+        temporary = path.with_name(f"{path.name}.tmp{os.getpid()}")
+        temporary.write_text(json.dumps(record, indent=2) + "\n")
+        temporary.replace(path)
+
+
+def merge_shards(directory: str | Path, *, wait: bool = False) -> Outcome:
+    """Merge a sharded certification in ``directory``: when every image has its row, ``certify.tsv`` and the summary.
+
+    The shards' records are folded into ``certify.tsv`` (and each other record, data-dependent sigma modes) in the
+    subset's order, and ``metrics.json`` and the plot are written from the rows and what the shards stored in
+    ``certify_shards.json``: the same rows and summary as an unsharded run. Merging an already merged folder writes
+    the same files again.
+
+    Args:
+        directory: the folder the shards certified into (``certify.merge_dir``).
+        wait: called by a finishing shard: when images are missing, say which shards are still to finish and return
+            (without ``wait``, a missing image is an error).
+
+    Returns:
+        The outcome; its ``waiting`` lists the shards with missing rows (then nothing was merged).
+
+    Raises:
+        DamagedFileError: the folder holds no sharded certification, or (without ``wait``) rows are missing.
+    """
+    directory = Path(directory)
+    path = directory / SHARDS
+    if not path.is_file():
+        raise DamagedFileError(
+            f"{directory} holds no sharded certification ({SHARDS} is missing): give the folder the shards certified "
+            "into (certify.merge_dir; by default the folder above their run folders)"
         )
+    with directory_lock(directory):
+        context = Context.from_json(_read_json(path))
+        indices = context.indices
+        num_shards = context.settings.sharding.num_shards
+        missing: dict[int, int] = {}  # images without a row in some record, by shard
+        records = [read_records(directory, stem) for stem in records_of(context.settings)]
+        for position, index in enumerate(indices):
+            if any(index not in present for present in records):
+                missing[owner(position, num_shards)] = missing.get(owner(position, num_shards), 0) + 1
+        if missing:
+            shards = ", ".join(f"{k} ({count} images)" for k, count in sorted(missing.items()))
+            if not wait:
+                raise DamagedFileError(
+                    f"{directory} cannot be merged yet: shards {shards} of {num_shards} have images left to certify; "
+                    "run (or resume) them, and the last one to finish merges"
+                )
+            log.info("shards %s of %d are still to finish; the last one merges %s", shards, num_shards, directory)
+            return Outcome(waiting=tuple(sorted(missing)))
+        return _summarize_run(directory, context)
+
+
+def _summarize_run(directory: Path, context: Context, images: IndexedImages | None = None) -> Outcome:
+    """Merge every record's shards, write ``metrics.json`` and the plot; return the rows and the summary."""
+    settings, sigma, meta, indices = context.settings, context.sigma, context.meta, context.indices
+    rows = {stem: _collect(directory, stem, indices) for stem in records_of(settings)}
+    if settings.sigma_mode == "memory":
+        assert images is not None, "memory mode is summarised where its images are (never sharded)"
+        stacked = torch.stack([images[i][0] for i in indices])
+        replayed, report = memory_replay(rows[PER_INPUT_STEM], stacked)
+        write_record(directory / f"{STEM}.tsv", replayed)
+        rows[STEM] = replayed
+        log.info("memory replay: %d certificates shrunk, %d switched class", report.shrunk, report.switched)
+    first = min(context.environments)
+    extra: dict[str, Any] = {
+        "subset": _subset_record(settings, indices, context.test_size),
+        **meta,
+        "environment": dict(context.environments[first]),
+    }
+    extra.update(context.extra)
+    dim = context.dim
+    extra.update(settings.protocol.threat.record(sigma, dim, settings.protocol.radius_step))
+    if settings.sharding.sharded:
+        extra["shards"] = settings.sharding.num_shards
+    certified = {stem: rows[stem] for stem in records_of(settings)}  # (memory mode's replay draws no sample)
+    search = settings.data_dependent.search if settings.data_dependent is not None else None
+    per_input_samples = search.iterations * (search.samples or 0) if search is not None else 0
+    extra["cost"] = certification_cost(
+        certified,
+        n0=settings.protocol.n0,
+        environment=context.environments[first],
+        precision=settings.speed.precision,
+        train_seconds=context.train_seconds,
+        extra_samples={stem: per_input_samples for stem in certified if stem != FIXED_STEM},
+        shards=context.environments if settings.sharding.sharded else None,
+    )
+    summary = _summarize(settings, rows[STEM], sigma, extra, dim)
+    curves = [Curve(f"{settings.sigma_mode} sigma", [r.radius for r in rows[STEM]], [r.correct for r in rows[STEM]])]
+    if settings.sigma_mode != "fixed":
+        fixed = _summarize(settings, rows[FIXED_STEM], sigma, {})
+        summary.update(
+            soundness=MEMORY_NOTE if settings.sigma_mode == "memory" else UNSOUND_NOTE,
+            fixed_sigma=fixed,
+            mean_sigma=sum(r.sigma for r in rows[STEM]) / max(1, len(rows[STEM])),
+        )
+        if settings.sigma_mode == "memory":
+            summary["memory"] = {"order": "test index", **vars(report)}
+        curves = [
+            Curve(
+                f"fixed sigma={sigma} (sound)",
+                [r.radius for r in rows[FIXED_STEM]],
+                [r.correct for r in rows[FIXED_STEM]],
+            ),
+            Curve(f"{settings.sigma_mode} sigma (NOT sound)", curves[0].radii, curves[0].correct, dashed=True),
+        ]
+        log.warning("%s certificates are not sound guarantees: %s", settings.sigma_mode, summary["soundness"])
+    write_metrics(summary, directory / "metrics.json")
+    title = f"{meta.get('method')} on {meta.get('dataset')} ({meta.get('arch')}), sigma={sigma}"
+    if "norm" in summary:
+        title += f", {settings.protocol.threat.describe()}"
+    p = settings.protocol
+    note = f"{len(indices)} images, n0={p.n0}, n={p.n}, alpha={p.alpha}, {settings.mode} CERTIFY"
+    plot_certified_accuracy(curves, summary["radius_cap"], directory / "certified_accuracy.png", title, note)
+    log.info("certification results (%s):\n%s", directory, format_summary(summary))
+    return Outcome(summary=summary, rows=rows)
+
+
+def _collect(directory: Path, stem: str, indices: list[int]) -> list[CertificationRow]:
+    """Merge a record's shards and return its rows for ``indices``, in that order."""
+    rows_by_idx = {row.idx: row for row in merge_records(directory, stem)}
+    extra = sorted(set(rows_by_idx).difference(indices))
+    if extra:
+        log.warning("%s.tsv holds %d rows outside the requested subset; they are not summarised", stem, len(extra))
+    return [rows_by_idx[i] for i in indices]
+
+
+def _subset_record(settings: CertifySettings, indices: list[int], test_size: int) -> dict[str, Any]:
+    subset = settings.subset
+    return {
+        "start": subset.start,
+        "skip": subset.skip,
+        "max_images": subset.max_images,
+        "test_size": test_size,
+        "digest": indices_digest(indices),
+        "indices": indices,
+    }
+
+
+def _summarize(
+    settings: CertifySettings, rows: list[CertificationRow], sigma: float, extra: dict[str, Any], dim: int = 0
+) -> dict[str, Any]:
+    """The metrics.json content of ``rows`` (the radius grid, in the certified norm, reaches the largest cap)."""
+    protocol = settings.protocol
+    largest_sigma = max([sigma, *(row.sigma for row in rows)])
+    return summarize(
+        rows,
+        sigma=sigma,
+        n0=protocol.n0,
+        n=protocol.n,
+        alpha=protocol.alpha,
+        radius_step=settings.grid_step(dim),
+        cap=settings.cap(largest_sigma, dim),
+        extra={
+            **extra,
+            "mode": settings.mode,
+            "sigma_mode": settings.sigma_mode,
+            "precision": settings.speed.precision,
+            "channels_last": settings.speed.channels_last,
+            "compile": settings.speed.compile,
+            "mean_samples": sum(row.n for row in rows) / len(rows) if rows else 0.0,
+            **({"design": settings.sequential.design} if settings.sequential is not None else {}),
+        },
+    )
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        content = json.loads(path.read_text())
+    except ValueError as error:
+        raise DamagedFileError(f"{path} is damaged ({error}); rerun any shard to store it again") from None
+    if not isinstance(content, dict):
+        raise DamagedFileError(f"{path} does not hold a JSON object; rerun any shard to store it again")
+    return content
 
 
 def _warn_unreachable(design: Design, n: int) -> None:

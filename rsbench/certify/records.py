@@ -11,19 +11,23 @@ them is Gaussian and l2.
 Next to it, ``certify_protocol.json`` records what the rows depend on (n0, n, alpha, sigma, seed, the subset, the
 model's weights fingerprint). Rerunning into the same directory continues after the last complete row; a protocol
 that differs is refused instead of mixing two experiments in one file. When several ranks certify shares of the
-images, each appends to its own ``certify.rank<r>-of-<w>.tsv`` and the shards are merged into ``certify.tsv``.
+images, each appends to its own ``certify.rank<r>-of-<w>.tsv`` and the shards are merged into ``certify.tsv``; the
+jobs of a sharded certification (:mod:`rsbench.certify.sharding`) append to ``certify.shard<k>-of-<K>.tsv`` in one
+folder, each file locked by the process that writes it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 from typing import Any, TextIO
 
-from rsbench.errors import ProtocolMismatchError, damaged_record
+from rsbench.errors import ProtocolMismatchError, RunDirectoryBusyError, damaged_record
 
 COLUMNS: tuple[str, ...] = (
     "idx",
@@ -120,13 +124,19 @@ RECORD = f"{STEM}.tsv"
 PROTOCOL = "certify_protocol.json"
 
 
-def shard_record(rank: int, world_size: int, stem: str = STEM) -> str:
-    """The file a rank appends its rows to: ``certify.tsv`` alone, ``certify.rank<r>-of-<w>.tsv`` when sharded.
+SHARD_KINDS = ("rank", "shard")  # DDP processes of one job; jobs of a sharded certification
+
+
+def shard_record(rank: int, world_size: int, stem: str = STEM, kind: str = "rank") -> str:
+    """The file a process appends its rows to: ``certify.tsv`` alone, ``certify.<kind><r>-of-<w>.tsv`` when shared.
 
     ``stem`` names other records of the same run (``certify_fixed_sigma``: the sound certificates reported beside
-    data-dependent ones).
+    data-dependent ones); ``kind`` is ``rank`` for the processes of one DDP job, ``shard`` for the jobs of a sharded
+    certification (:mod:`rsbench.certify.sharding`), whose files are never folded into ``certify.tsv`` alone.
     """
-    return f"{stem}.tsv" if world_size == 1 else f"{stem}.rank{rank}-of-{world_size}.tsv"
+    if kind not in SHARD_KINDS:
+        raise ValueError(f"kind must be one of {SHARD_KINDS}, got {kind!r}")
+    return f"{stem}.tsv" if world_size == 1 and kind == "rank" else f"{stem}.{kind}{rank}-of-{world_size}.tsv"
 
 
 def record_files(directory: Path, stem: str | None = STEM) -> list[Path]:
@@ -134,7 +144,7 @@ def record_files(directory: Path, stem: str | None = STEM) -> list[Path]:
     directory = Path(directory)
     if stem is None:
         return sorted(p for p in directory.glob("certify*.tsv"))
-    files = sorted(directory.glob(f"{stem}.rank*-of-*.tsv"))
+    files = sorted(p for kind in SHARD_KINDS for p in directory.glob(f"{stem}.{kind}*-of-*.tsv"))
     main = directory / f"{stem}.tsv"
     return ([main] if main.exists() else []) + files
 
@@ -227,22 +237,35 @@ class RecordWriter:
         path: ``certify.tsv`` or a shard file; created with its header when new.
         columns: the header (:func:`record_columns`); an existing file with another header (rows of another threat
             model) is refused rather than continued.
+        exclusive: hold an advisory ``flock`` on the file while writing, and refuse it when another process holds
+            one (two jobs given the same shard of a shared folder); the run directory's lock covers the others.
     """
 
-    def __init__(self, path: Path, columns: tuple[str, ...] = COLUMNS) -> None:
+    def __init__(self, path: Path, columns: tuple[str, ...] = COLUMNS, *, exclusive: bool = False) -> None:
         self.path = Path(path)
         self.columns = columns
+        self.exclusive = exclusive
         self._file: TextIO | None = None
 
     def __enter__(self) -> RecordWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.exclusive:
+            self._file = self.path.open("a")
+            try:
+                fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                self._file.close()
+                self._file = None
+                raise RunDirectoryBusyError(
+                    f"{self.path} is being written by another process (the same shard started twice?); wait for it "
+                    "to finish, or stop it and resume this shard"
+                ) from None
         if self.path.exists() and self.path.stat().st_size > 0:
             _drop_incomplete_tail(self.path)
             _check_header(self.path, self.columns)
-        if self.path.exists() and self.path.stat().st_size > 0:
+        if self._file is None:
             self._file = self.path.open("a")
-        else:
-            self._file = self.path.open("w")
+        if self.path.stat().st_size == 0:
             self._file.write("\t".join(self.columns) + "\n")
             self._file.flush()
         return self
@@ -280,8 +303,24 @@ def _drop_incomplete_tail(path: Path) -> None:
             file.truncate(data.rfind(b"\n") + 1)
 
 
+@contextlib.contextmanager
+def directory_lock(directory: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``directory`` itself while the block runs (waiting for another holder).
+
+    The jobs of a sharded certification share one folder: each registers itself and, when its share is done, checks
+    whether every row is there and merges, one job at a time. The lock is released when the process dies.
+    """
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    handle = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)  # (releases the lock)
+
+
 def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")  # per process: the jobs of a sharded run share a folder
     tmp.write_text(text)
     tmp.replace(path)
 

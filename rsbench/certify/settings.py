@@ -4,7 +4,8 @@
 - :class:`Subset`: which test images are certified;
 - :class:`Speed`: how the network is evaluated (batch size, packing, autocast, memory format, compilation);
 - :class:`SequentialSchedule`: sequential CERTIFY's design, looks and radius cap (``certify.mode=sequential``);
-- :class:`DataDependent`: data-dependent smoothing's sigma mode and per-input sigma search.
+- :class:`DataDependent`: data-dependent smoothing's sigma mode and per-input sigma search;
+- :class:`~rsbench.certify.sharding.Sharding`: which slice of the images this job certifies (``certify.shard``).
 
 The user-facing config stays flat (``certify.n``, ``certify.skip``, ``certify.precision``, ... as the README
 documents them); :meth:`CertifySettings.from_keys` sorts those keys into the groups. :data:`CertifyConfig`, the
@@ -24,9 +25,12 @@ from typing import Any, Literal, Optional
 
 from scipy.stats import norm
 
-from rsbench.certify.bounds import check_alpha, radius_cap
+from rsbench.certify.bounds import check_alpha
+from rsbench.certify.caps import reported_cap, table_cap
 from rsbench.certify.data_dependent import SigmaSearch
-from rsbench.certify.designs import DESIGNS, TABLE_LARGEST, Design, Goal, LookSchedule, make_design
+from rsbench.certify.designs import DESIGNS, Design, Goal, LookSchedule, make_design
+from rsbench.certify.groups import images_together
+from rsbench.certify.sharding import Sharding
 from rsbench.certify.smooth import PRECISIONS, Precision
 from rsbench.certify.subset import certification_indices
 from rsbench.certify.threat import ThreatModel
@@ -151,8 +155,8 @@ class Speed:
             raise ValueError(f"certify.images_per_batch must be >= 1 or null (auto), got {self.images_per_batch}")
 
     def images_together(self, protocol: Protocol) -> int:
-        """How many images are certified together under ``protocol``."""
-        return self.images_per_batch or max(1, self.batch_size // min(protocol.n0, protocol.n))
+        """How many images are certified together under ``protocol`` (``groups.images_together``)."""
+        return images_together(self.batch_size, protocol.n0, protocol.n, self.images_per_batch)
 
 
 @dataclass(frozen=True)
@@ -213,10 +217,8 @@ class SequentialSchedule:
 
 
 def default_radius_cap(sigma: float, protocol: Protocol) -> float:
-    """The largest radius of the grid 0, step, ... up to 2.5 (:data:`TABLE_LARGEST`) below the fixed-n cap."""
-    step = protocol.radius_step
-    top = min(TABLE_LARGEST, radius_cap(sigma, protocol.n, protocol.alpha))
-    return max(step, step * int(top / step + 1e-9))
+    """The largest grid radius up to 2.5 below the fixed-n cap (:func:`~rsbench.certify.caps.table_cap`)."""
+    return table_cap(sigma, protocol.n, protocol.alpha, protocol.radius_step)
 
 
 @dataclass(frozen=True)
@@ -244,6 +246,7 @@ _GROUPS: dict[str, type] = {
     "speed": Speed,
     "sequential": SequentialSchedule,
     "sigma_search": SigmaSearch,
+    "sharding": Sharding,
 }
 _RENAMED = {
     "sigma_iters": ("sigma_search", "iterations"),
@@ -257,7 +260,10 @@ KEYS: dict[str, tuple[str, str]] = {
     **_RENAMED,
 }
 CHOICES: dict[str, str] = {"mode": "standard", "sigma_mode": "fixed"}  # the two keys that choose groups, and defaults
-SWITCHES: dict[str, tuple[type, Any]] = {"enabled": (bool, True)}  # certify.* keys that are not settings
+SWITCHES: dict[str, tuple[Any, Any]] = {  # certify.* keys that are not settings: what the rows depend on
+    "enabled": (bool, True),
+    "merge_dir": (Optional[str], None),  # noqa: UP045 (OmegaConf reads typing.Optional)
+}
 RESUMABLE: tuple[str, ...] = ("max_images", "batch_size", "images_per_batch")
 """The settings a resumed run may change: how many images (certify more later) and how they are batched. Every other
 setting is part of the protocol its rows were certified under (``certify_protocol.json``, ``rsbench.runs.resume``)."""
@@ -274,6 +280,7 @@ class CertifySettings:
         sequential: sequential CERTIFY's schedule (``certify.mode=sequential``), or ``None`` for Cohen et al.'s
             fixed-n CERTIFY.
         data_dependent: per-input sigma certificates to report beside the fixed-sigma ones, or ``None``.
+        sharding: which slice of the selected images this job certifies (all of them unless sharded).
     """
 
     protocol: Protocol = Protocol()
@@ -281,6 +288,7 @@ class CertifySettings:
     speed: Speed = Speed()
     sequential: SequentialSchedule | None = None
     data_dependent: DataDependent | None = None
+    sharding: Sharding = field(default_factory=Sharding)
 
     def __post_init__(self) -> None:
         if self.data_dependent is not None and self.sequential is not None:
@@ -296,6 +304,12 @@ class CertifySettings:
             )
         if self.data_dependent is not None and self.protocol.noise_grid is not None:
             raise ValueError(f"certify.noise_grid={self.protocol.noise_grid} needs sigma_mode=fixed")
+        if self.sharding.sharded and self.sigma_mode == "memory":
+            raise ValueError(
+                f"certify.sigma_mode=memory replays every certificate through one memory in test-index order, so it "
+                f"cannot be split into certify.num_shards={self.sharding.num_shards} jobs: certify it in one job "
+                "(certify.num_shards=1), or shard sigma_mode=data_dependent"
+            )
 
     @property
     def mode(self) -> Mode:
@@ -314,11 +328,9 @@ class CertifySettings:
             sigma: the noise level.
             dim: the input dimension (C * H * W), needed by the l-infinity certificates and norm conversions.
         """
-        if not self.protocol.threat.is_default:
-            return self.protocol.threat.cap(sigma, self.protocol.n, self.protocol.alpha, dim)
-        if self.sequential is None:
-            return radius_cap(sigma, self.protocol.n, self.protocol.alpha)
-        return self.sequential.cap(sigma, self.protocol)
+        protocol = self.protocol
+        design_cap = self.sequential.cap(sigma, protocol) if self.sequential is not None else None
+        return reported_cap(sigma, protocol.n, protocol.alpha, protocol.threat, dim, design_cap)
 
     def grid_step(self, dim: int) -> float:
         """The step of the certified-accuracy grid in the certified norm (``radius_step`` unless l-infinity)."""
@@ -385,7 +397,27 @@ class CertifySettings:
             speed=Speed(**grouped["speed"]),
             sequential=schedule if mode == "sequential" else None,
             data_dependent=DataDependent(sigma_mode, search) if sigma_mode != "fixed" else None,
+            sharding=Sharding(**grouped["sharding"]),
         )
+
+    def to_keys(self) -> dict[str, Any]:
+        """The flat ``certify.*`` keys of these settings: ``CertifySettings.from_keys(**s.to_keys()) == s``.
+
+        Keys of a group the settings do not use (the sequential ones in standard mode, the sigma search at a fixed
+        sigma) take their defaults.
+        """
+        groups: dict[str, Any] = {
+            "protocol": self.protocol,
+            "subset": self.subset,
+            "speed": self.speed,
+            "sequential": self.sequential or SequentialSchedule(),
+            "sigma_search": self.data_dependent.search if self.data_dependent is not None else SigmaSearch(),
+            "sharding": self.sharding,
+        }
+        keys: dict[str, Any] = {"mode": self.mode, "sigma_mode": self.sigma_mode}
+        for key, (group, name) in KEYS.items():
+            keys[key] = getattr(groups[group], name)
+        return keys
 
     @classmethod
     def from_config(cls, node: Mapping[str, Any]) -> CertifySettings:
@@ -441,6 +473,8 @@ class CertifySettings:
                 record.update(design.parameters())  # (a run of the first design, #6, keeps its stored protocol)
         if self.data_dependent is not None:
             record.update(sigma_mode=self.sigma_mode, sigma_search=vars(self.data_dependent.search))
+        if self.sharding.sharded:  # (its rows are spread over shard files: another count would slice them otherwise)
+            record["num_shards"] = self.sharding.num_shards
         return record
 
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rsbench.certify.bounds import radius_cap
+from rsbench.certify.caps import fixed_n_cap
 from rsbench.certify.metrics import average_certified_radius, certified_accuracy_curve, radius_grid
 from rsbench.certify.records import CertificationRow
 
@@ -40,7 +40,7 @@ def summarize(
     """
     radii = [row.radius for row in rows]
     correct = [row.correct for row in rows]
-    cap = radius_cap(sigma, n, alpha) if cap is None else cap
+    cap = fixed_n_cap(sigma, n, alpha) if cap is None else cap
     abstained = sum(row.predict == -1 for row in rows)
     summary: dict[str, Any] = {
         "acr": average_certified_radius(radii, correct),

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from rsbench.certify.bounds import clopper_pearson_lower
+from rsbench.certify.caps import fixed_n_cap
 from rsbench.certify.certificates import DIRECT, NORMS, SOURCES, conversion_factor
 from rsbench.noise_distributions import noise_distribution
 
@@ -74,8 +74,8 @@ class ThreatModel:
         return max(form(p_a_lower, sigma, dim) / conversion_factor(norm, wanted, dim) for norm, form in forms.items())
 
     def cap(self, sigma: float, n: int, alpha: float, dim: int) -> float:
-        """The largest radius CERTIFY can return with n estimation samples: the radius at pA_lower = alpha^(1/n)."""
-        return self.radius(clopper_pearson_lower(n, n, alpha), sigma, dim)
+        """The largest radius CERTIFY can return with n samples (:func:`rsbench.certify.caps.fixed_n_cap`)."""
+        return fixed_n_cap(sigma, n, alpha, self, dim)
 
     def grid_step(self, radius_step: float, dim: int) -> float:
         """The step of the certified-accuracy grid in this norm, given ``certify.radius_step`` (an l2 step).

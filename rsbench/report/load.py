@@ -12,7 +12,9 @@ given as a file; its sigma comes from ``--sigma`` or the path (``noise_0.25``, `
 Every result has a threat model, the norm of its radii and its smoothing noise: ``metrics.json``'s ``norm`` and
 ``noise`` (a TSV's ``norm`` and ``noise`` columns), and l2 with Gaussian noise where they are absent, as in every
 record rsbench wrote before it certified other threat models and in every released log. A run attacked after
-certification (``attack=smoothadv``) also brings its ``attack.tsv`` rows and ``metrics.json["attack"]``.
+certification (``attack=smoothadv``) also brings its ``attack.tsv`` rows and ``metrics.json["attack"]``. A run's
+cost (:func:`rsbench.report.cost.run_cost`) comes from ``metrics.json["cost"]``, or for an older run from its
+``environment`` and the sum of ``certify.tsv``'s ``time``.
 """
 
 from __future__ import annotations
@@ -32,10 +34,11 @@ import yaml
 from omegaconf import OmegaConf
 
 from rsbench.attack.records import read_attack_rows
-from rsbench.certify.bounds import radius_cap
+from rsbench.certify.caps import fixed_n_cap
 from rsbench.certify.records import read_records
 from rsbench.certify.subset import indices_digest
 from rsbench.errors import RsbenchError
+from rsbench.report.cost import Cost, run_cost
 from rsbench.runs.naming import EXECUTION_KEYS, describes_setting, override_key
 
 log = logging.getLogger(__name__)
@@ -79,6 +82,7 @@ class Result:
         noise: the smoothing noise.
         attack: ``metrics.json["attack"]`` of a run attacked after certification, else None.
         attack_records: its ``attack.tsv`` rows (idx, radius, correct, ...), else None.
+        cost: what the run cost (GPU- or core-hours), None when unknown (TSVs: a paper's cost is the leaderboard's).
     """
 
     source: Path
@@ -105,6 +109,7 @@ class Result:
     noise: str = "gaussian"
     attack: Mapping[str, Any] | None = None
     attack_records: pd.DataFrame | None = field(default=None, repr=False)
+    cost: Cost | None = None
 
     @property
     def label(self) -> str:
@@ -137,7 +142,7 @@ class Result:
         if self.threat != "l2 (gaussian noise)":
             return math.inf  # a TSV of another threat model: its cap needs the dimension, which it does not say
         n, alpha = self.protocol.get("n"), self.protocol.get("alpha")
-        return radius_cap(self.sigma, int(n), float(alpha)) if n and alpha else math.inf
+        return fixed_n_cap(self.sigma, int(n), float(alpha)) if n and alpha else math.inf
 
     @property
     def threat(self) -> str:
@@ -329,6 +334,7 @@ def _run_result(
         noise=str(summary.get("noise", "gaussian")),
         attack=metrics.get("attack") if attacked else None,
         attack_records=pd.DataFrame([asdict(row) for row in attacked]) if attacked else None,
+        cost=run_cost(metrics, sum(row.time for row in rows.values())),
     )
 
 

@@ -8,6 +8,9 @@ one line per setting, the columns that differ between lines, and each value with
   the seed average;
 - ``-``: a radius beyond what the protocol can certify (sigma * Phi^-1(alpha^(1/n))).
 
+The ``cost`` column is what the row's runs cost together (:mod:`rsbench.report.cost`): GPU-hours on a GPU, core-hours
+(seconds x threads) on a CPU, training and certification; ``*`` marks a figure without training time.
+
 Columns that are the same on every line (dataset, n, alpha, a common override such as ``experiment=mnist_study``)
 move into the caption.
 """
@@ -21,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from rsbench.report.cost import total_cost
 from rsbench.report.rows import Row
 from rsbench.report.stats import MeanInterval
 
@@ -92,6 +96,10 @@ def results_frame(rows: Sequence[Row], options: Options) -> pd.DataFrame:
                     f"{column}_sd_seeds": row.seed_sd(radius),
                 }
             )
+        cost = total_cost(r.cost for r in row.results)
+        line["gpu_hours"] = cost.gpu_hours if cost is not None else math.nan
+        line["core_hours"] = cost.core_hours if cost is not None else math.nan
+        line["cost"] = cost.text() if cost is not None else "?"
         line["rounded_radii"] = any(r.rounded_radii for r in row.results)
         line["runs"] = ";".join(str(r.source) for r in row.results)
         lines.append(line)
@@ -142,6 +150,9 @@ def display_frame(
     several_seeds = bool((frame["seeds"] > 1).any())
     if several_seeds or len(set(frame["seeds"])) > 1:
         shown["seeds"] = [str(k) for k in frame["seeds"]]
+    costs = [str(v) for v in frame.get("cost", pd.Series(["?"] * len(frame)))]
+    if any(cost != "?" for cost in costs):
+        shown["cost"] = costs
     shown["ACR"] = [
         _cell(line.acr, line.acr_sd_seeds, line.acr_low, line.acr_high, 1.0, 3) for line in frame.itertuples()
     ]
@@ -167,6 +178,12 @@ def display_frame(
         f"(ACR: {acr_kind}; accuracy: {CI_NAMES.get(options.ci_method, options.ci_method)})"
         + ("; ± sd over seeds, the value being their mean" if several_seeds else "")
         + "; - : beyond the radius the protocol can certify."
+        + (
+            " cost: the row's runs together (training and certification), GPU-hours on a GPU, core-hours "
+            "(seconds x threads) on a CPU; * without training time; ? not recorded."
+            if "cost" in shown
+            else ""
+        )
         + (f" Common to all rows: {', '.join(constant)}." if constant else "")
     )
     if frame["rounded_radii"].any():

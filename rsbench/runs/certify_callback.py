@@ -5,7 +5,8 @@ A thin adapter around :class:`rsbench.certify.pipeline.Certification` (which wri
 processes and data-dependent sigma modes): it hands over the trained network and the test split, this process's
 rank, and a barrier over the trainer's processes. It then logs ``certify/acr`` and ``certify/acc@<r>`` through
 Lightning (so every logger and a sweeper see them) and, when a W&B logger is present, the curve as a line plot and
-a table, and the records as an artifact. The logged ``certify/*`` metrics (and the sweep objective) always come
+a table, and the records as an artifact. The run's training time (Lightning's ``Timer``, which the run adds when it
+trains) goes to ``metrics.json["cost"]``. The logged ``certify/*`` metrics (and the sweep objective) always come
 from sound certificates; per-input-sigma ones are logged as ``certify_unsound/*``. With ``attack=smoothadv`` the
 certified images are then attacked (:mod:`rsbench.attack`, on process 0) and ``attack/empirical@<r>`` is logged.
 """
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
+from pytorch_lightning.callbacks import Timer
 from pytorch_lightning.loggers import WandbLogger
 
 from rsbench.attack import AttackSettings
@@ -68,7 +70,8 @@ class CertifyCallback(pl.Callback):
             noise=pl_module.noise.name,
         )
         notes = {"protocol": self.run_protocol} if self.run_protocol is not None else {}
-        certification = Certification(self.settings, Path(self.output_dir or trainer.default_root_dir), notes)
+        output_dir = Path(self.output_dir or trainer.default_root_dir)
+        certification = Certification(self.settings, output_dir, notes, train_seconds=training_seconds(trainer))
         outcome = certification.run(
             subject,
             datamodule.test_dataset,
@@ -122,6 +125,18 @@ class CertifyCallback(pl.Callback):
         for logger in trainer.loggers:
             if isinstance(logger, WandbLogger):
                 _log_records_to_wandb(logger, self.summary, output_dir)
+
+
+def training_seconds(trainer: pl.Trainer) -> float | None:
+    """Seconds the run trained for, summed over its resumes (its ``Timer``, restored from its checkpoints).
+
+    ``None`` when the run has no ``Timer`` or it never trained (``train=false``).
+    """
+    timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)  # type: ignore[attr-defined]
+    if timer is None:
+        return None
+    seconds = timer.time_elapsed("train")
+    return seconds if seconds > 0 else None
 
 
 def _barrier(trainer: pl.Trainer) -> None:

@@ -7,7 +7,6 @@ The job around it (:func:`rsbench.runs.job.job`) holds the run directory's lock,
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 from hydra.utils import instantiate
@@ -19,7 +18,7 @@ from rsbench.certify.pipeline import Certification, Subject
 from rsbench.certify.records import STEM
 from rsbench.certify.settings import CertifySettings
 from rsbench.errors import ConfigError
-from rsbench.runs.run import check_certification
+from rsbench.runs.run import certification_dir, check_attack, check_certification
 from rsbench.stop import raise_if_stop_requested, stop_requested
 
 
@@ -42,6 +41,7 @@ def certify_model(cfg: DictConfig, on_ready: Callable[[], None] | None = None) -
         raise ConfigError("certify=off (certify.enabled=false) leaves rsbench.certify nothing to do")
     settings = CertifySettings.from_config(cfg.certify)
     attack = AttackSettings.from_config(cfg.get("attack"))
+    check_attack(settings, attack)
     datamodule = instantiate(cfg.dataset)
     datamodule.prepare_data()
     datamodule.setup("test")
@@ -58,10 +58,10 @@ def certify_model(cfg: DictConfig, on_ready: Callable[[], None] | None = None) -
     )
     if on_ready is not None:
         on_ready()
-    certification = Certification(settings, Path(cfg.output_dir))
+    certification = Certification(settings, certification_dir(cfg))
     outcome = certification.run(subject, datamodule.test_dataset, should_stop=lambda: stop_requested() is not None)
     raise_if_stop_requested()  # a stop signal ended certification after a whole row: end the run as stopped
-    if outcome.summary is None:
+    if outcome.summary is None:  # stopped, or a shard whose siblings are still certifying
         return None
     if attack is not None:
         attack_after_certification(

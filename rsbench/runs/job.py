@@ -36,7 +36,7 @@ from rsbench.runs.lock import LOCK_FILE, RunLock
 from rsbench.runs.prerequisites import PlannedRun, plan_prerequisites
 from rsbench.runs.quoting import override, resume_command
 from rsbench.runs.resume import CERTIFIED, CERTIFIED_MODEL, TRAINED, check_resumable
-from rsbench.runs.run import run
+from rsbench.runs.run import certification_dir, run
 from rsbench.runs.status import write_status
 from rsbench.stop import StopGuard, StopRequested
 
@@ -103,8 +103,8 @@ def execute(
     certified = False
 
     def check() -> None:  # read-only: before the lock
-        nonlocal certified
-        certified = bool(record_files(output_dir, None))
+        nonlocal certified  # (a shard's rows are in the folder its certification shares with the other shards)
+        certified = bool(record_files(output_dir, None)) or bool(record_files(certification_dir(cfg), None))
         check_resumable(cfg, output_dir, certified=certified, keys=identity, module=command.module)
 
     if not is_global_zero():  # the other processes of a DDP run: rank 0 holds the lock and writes the run files

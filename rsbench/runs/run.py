@@ -18,7 +18,7 @@ import pytorch_lightning as pl
 import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
-from pytorch_lightning.callbacks import ModelCheckpoint
+from pytorch_lightning.callbacks import ModelCheckpoint, Timer
 from pytorch_lightning.loggers import Logger, WandbLogger
 from pytorch_lightning.utilities.seed import isolate_rng
 
@@ -59,6 +59,7 @@ def check_config(cfg: DictConfig) -> None:
             "trainer.max_epochs=0 trains nothing, and the run would certify an untrained model: give it epochs, or "
             "certify a trained model with train=false ckpt_path=<path to a .ckpt>"
         )
+    check_sharding(cfg)
     check_given(cfg)  # checkpoints the config gives for what the method needs before it trains
     check_accelerator(str(cfg.trainer.get("accelerator", "auto")))
     chunks, batch = cfg.method.get("steps_per_batch", 1), cfg.dataset.batch_size
@@ -66,6 +67,48 @@ def check_config(cfg: DictConfig) -> None:
         raise ConfigError(
             f"dataset.batch_size={batch} cannot be cut into method.steps_per_batch={chunks} chunks (one optimizer "
             "step per chunk): raise dataset.batch_size"
+        )
+
+
+def check_sharding(cfg: DictConfig) -> None:
+    """Refuse to train in the shards of a sharded certification: each would train (and certify) its own model.
+
+    Raises:
+        ConfigError: ``certify.num_shards > 1`` with ``train=true``, saying how to shard a trained model instead.
+    """
+    shards = OmegaConf.select(cfg, "certify.num_shards", default=1)
+    if cfg.train and cfg.test and cfg.certify.enabled and isinstance(shards, int) and shards > 1:
+        raise ConfigError(
+            f"certify.num_shards={shards} splits the certification of one trained model over jobs, and train=true "
+            "would train a model in every shard: train once (python -m rsbench ...), then certify its checkpoint in "
+            "shards with train=false ckpt_path=<run>/checkpoints/best.ckpt, or with python -m rsbench.certify "
+            "(docs/sharding.md)"
+        )
+
+
+def certification_dir(cfg: DictConfig) -> Path:
+    """Where certification writes: the run directory, or for a shard (``certify.num_shards > 1``) the shared folder.
+
+    The shared folder is ``certify.merge_dir``, by default the folder that holds the shard's run folder (a
+    multirun's sweep folder; :mod:`rsbench.certify.sharding`).
+    """
+    node = cfg.get("certify") or {}
+    if int(node.get("num_shards", 1) or 1) <= 1:
+        return Path(cfg.output_dir)
+    merge_dir = node.get("merge_dir")
+    return Path(merge_dir).expanduser() if merge_dir else Path(cfg.output_dir).resolve().parent
+
+
+def check_attack(settings: CertifySettings, attack: AttackSettings | None) -> None:
+    """Refuse an attack after a sharded certification (the attack would run in one job over every image).
+
+    Raises:
+        ConfigError: ``attack=...`` with ``certify.num_shards > 1``.
+    """
+    if attack is not None and settings.sharding.sharded:
+        raise ConfigError(
+            f"attack= runs after certification over every certified image, in one job; with "
+            f"certify.num_shards={settings.sharding.num_shards} certify in shards first, then attack without sharding"
         )
 
 
@@ -133,10 +176,12 @@ def build_callbacks(cfg: DictConfig) -> list[pl.Callback]:
     if cfg.certify.enabled:
         protocol = OmegaConf.select(cfg, "protocol_name", default=None)
         attack = AttackSettings.from_config(cfg.get("attack"))  # attack=smoothadv: attacked after certification
-        certify.append(CertifyCallback(settings, cfg.output_dir, protocol, attack))
+        check_attack(settings, attack)
+        certify.append(CertifyCallback(settings, certification_dir(cfg), protocol, attack))
     nodes: Mapping[str, Any] = (cfg.get("callbacks") or {}) if cfg.train else {}
     seeding = [EpochSeed(cfg.seed)] if cfg.train else []  # a resumed run trains exactly as an uninterrupted one
-    return [*certify, *seeding, *(instantiate(node) for node in nodes.values() if node)]
+    timing = [Timer(verbose=False)] if cfg.train else []  # training seconds, kept in checkpoints across resumes
+    return [*certify, *seeding, *timing, *(instantiate(node) for node in nodes.values() if node)]
 
 
 def use_noise(cfg: DictConfig, module: Any) -> None:
@@ -271,6 +316,9 @@ def _starting_point(
         # Lightning restores it: the newest last*.ckpt of the callbacks
         return Start(train=True, fit_ckpt="last", resumed_after=epoch - 1)
     log.info("training finished earlier (%d epochs, %s): going straight to testing and certification", epoch, last)
+    for callback in callbacks:  # the training time it recorded (rsbench.runs.certify_callback.training_seconds)
+        if isinstance(callback, Timer) and isinstance(state.get("callbacks", {}).get(callback.state_key), dict):
+            callback.load_state_dict(state["callbacks"][callback.state_key])
     test_ckpt = checkpoint_file(callbacks, cfg.test_ckpt)
     if test_ckpt is None or not test_ckpt.is_file():
         raise ConfigError(

@@ -1,0 +1,89 @@
+"""Cost as data (issue 41): every run's ``metrics.json["cost"]`` in the fixed schema, and the report's cost column."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rsbench.certify.cost import certification_cost
+from rsbench.certify.pipeline import Certification
+from rsbench.certify.records import CertificationRow
+from rsbench.certify.settings import CertifySettings
+from rsbench.report.cost import Cost, run_cost, total_cost
+from tests.classifiers import IMAGES, SUBJECT
+from tests.run_folders import make_run, radii_of, run_report
+
+SCHEMA = {
+    "device",
+    "device_name",
+    "torch",
+    "precision",
+    "threads",
+    "train_seconds",
+    "certify_seconds",
+    "samples",
+    "images",
+}  # the preamble's, which the leaderboard reads too
+CPU = {"device": "cpu", "device_name": "AMD EPYC", "torch": "2.14.1", "threads": 2}
+
+
+def row(idx: int, n: int, seconds: float) -> CertificationRow:
+    return CertificationRow(idx, 1, 1, 0.5, True, seconds, n, n, 0.9, 0.25)
+
+
+def test_the_cost_object_has_the_schema_and_sums_the_rows() -> None:
+    rows = [row(0, 1000, 1.5), row(5, 400, 0.5)]
+    cost = certification_cost({"certify": rows}, n0=100, environment=CPU, precision="bf16", train_seconds=60.0)
+    assert set(cost) == SCHEMA
+    assert (cost["certify_seconds"], cost["samples"], cost["images"]) == (2.0, 100 + 1000 + 100 + 400, 2)
+    assert (cost["precision"], cost["threads"], cost["train_seconds"]) == ("bf16", 2, 60.0)
+    sharded = certification_cost(
+        {"certify": rows}, n0=100, environment=CPU, precision="fp32", shards={0: CPU, 1: {**CPU, "device": "cuda"}}
+    )
+    assert [(s["shard"], s["samples"], s["device"]) for s in sharded["shards"]] == [(0, 1100, "cpu"), (1, 500, "cuda")]
+
+
+def test_every_certification_records_its_cost(tmp_path: Path) -> None:
+    settings = CertifySettings.from_keys(n0=20, n=200, alpha=0.01, batch_size=100, skip=2)
+    Certification(settings, tmp_path, train_seconds=12.5).run(SUBJECT, IMAGES)
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    cost = metrics["cost"]
+    assert set(cost) == SCHEMA
+    times = [float(line.split("\t")[5]) for line in (tmp_path / "certify.tsv").read_text().splitlines()[1:]]
+    assert cost["certify_seconds"] == pytest.approx(sum(times), abs=1e-3)  # rounded to the millisecond
+    assert (cost["samples"], cost["images"], cost["train_seconds"]) == (6 * (20 + 200), 6, 12.5)
+    assert cost["device"] == "cpu"
+    assert cost["threads"] == metrics["environment"]["threads"]
+
+
+def test_run_cost_reads_new_and_old_records() -> None:
+    new = {"cost": {**CPU, "train_seconds": 3600.0, "certify_seconds": 1800.0}}
+    assert run_cost(new) == Cost(core_hours=3.0)  # (3600 + 1800) s x 2 threads
+    gpu = {"cost": {"device": "cuda", "threads": 16, "train_seconds": None, "certify_seconds": 7200.0}}
+    assert run_cost(gpu) == Cost(gpu_hours=2.0, train_known=False)  # threads do not multiply GPU time
+    shards = {"cost": {**CPU, "train_seconds": None, "shards": [{**CPU, "certify_seconds": 3600.0}, gpu["cost"]]}}
+    assert run_cost(shards) == Cost(gpu_hours=2.0, core_hours=2.0, train_known=False)
+    old = {"environment": {"device": "cpu", "threads": 4}}  # before the cost object: the rows' time column
+    assert run_cost(old, time_sum=900.0) == Cost(core_hours=1.0, train_known=False, recorded=False)
+    assert run_cost({}, time_sum=None) is None
+    assert total_cost([Cost(core_hours=1.0), Cost(gpu_hours=0.5)]) == Cost(gpu_hours=0.5, core_hours=1.0)
+    assert total_cost([Cost(core_hours=1.0), None]) is None
+
+
+def test_the_report_shows_what_each_row_cost(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    recorded = {"cost": {**CPU, "precision": "fp32", "train_seconds": 1800.0, "certify_seconds": 1800.0}}
+    make_run(tmp_path / "runs" / "new", radii_of(rng), extra=recorded)
+    make_run(tmp_path / "runs" / "new_seed", radii_of(rng), seed=1, extra=recorded)
+    make_run(tmp_path / "runs" / "old", radii_of(rng), method="macer")  # no cost: 60 rows of 0.1 s, one core
+    frame = run_report(tmp_path, str(tmp_path / "runs")).set_index("method")
+    assert frame.at["gaussian", "cost"] == "4 core-h"  # two seeds x 3600 s x 2 threads
+    assert frame.at["macer", "cost"] == "0.0017 core-h*"  # 6 s, training unknown
+    assert math.isclose(frame.at["macer", "core_hours"], 6 / 3600)
+    table = (tmp_path / "report" / "report.md").read_text()
+    assert "| cost " in table
+    assert "core-hours (seconds x threads) on a CPU" in table
