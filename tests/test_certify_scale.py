@@ -176,8 +176,8 @@ def test_sequential_certificates_hold_with_probability_one_minus_alpha(p_a: floa
     assert binomtest(failures, trials, alpha, alternative="greater").pvalue >= 1e-3, failures / trials
 
 
-@pytest.mark.parametrize("design", ["looks", "betting", "adaptive"])
-@pytest.mark.parametrize("p_a", [0.5, 0.6, 0.9])
+@pytest.mark.parametrize("design", ["looks", "betting", "informed", "adaptive"])
+@pytest.mark.parametrize("p_a", [0.5, 0.6, 0.8413447, 0.9])  # 0.8413447: just below the target r = sigma
 def test_every_design_holds_through_the_real_pipeline(design: str, p_a: float) -> None:
     """The coverage test of every design on real Gaussian noise through a linear network, many images at once.
 
@@ -205,15 +205,17 @@ def test_the_pipeline_decides_with_the_replay_loop(monkeypatch: pytest.MonkeyPat
     import rsbench.certify.sequential as sequential
 
     seen: list[tuple[int, list[int], list[int]]] = []
+    chosen: list = []
     original = sequential.run_design
 
-    def spy(design, images, counts_at):
+    def spy(design, images, counts_at, selection=None):
         def recording(samples, running):
             counts = counts_at(samples, running)
             seen.append((samples, list(running), list(counts)))
             return counts
 
-        return original(design, images, recording)
+        chosen.append(selection)
+        return original(design, images, recording, selection)
 
     monkeypatch.setattr(sequential, "run_design", spy)
     model, x = linear_at_margin(0.2)
@@ -222,7 +224,9 @@ def test_the_pipeline_decides_with_the_replay_loop(monkeypatch: pytest.MonkeyPat
     xs = torch.cat([x, x + 0.05, x - 0.3])
     certificates = certify_group(smooth, xs, 100, 1000, design, seeds=[1, 2, 3])
     recorded = {(samples, i): c for samples, running, counts in seen for i, c in zip(running, counts, strict=True)}
-    replayed = run_design(design, 3, lambda samples, running: np.array([recorded[samples, i] for i in running]))
+    replayed = run_design(
+        design, 3, lambda samples, running: np.array([recorded[samples, i] for i in running]), chosen[0]
+    )
     assert [c.n for c in certificates] == list(replayed.samples)
     assert [c.radius for c in certificates] == pytest.approx(list(replayed.radius), abs=0)
     assert [c.p_a_lower for c in certificates] == list(replayed.lower)
@@ -246,7 +250,7 @@ def test_an_unreachable_radius_cap_is_refused_naming_the_most_that_can_be_certif
     looks = r"radius_cap=1 cannot be reached at sigma=0.25 .*\(design=looks\) .* is 0\.936 .*<= 0\.936 "
     with pytest.raises(ConfigError, match=looks):
         CertifySettings.from_keys(mode="sequential", design="looks", radius_cap=1.0).check_reachable(0.25)
-    with pytest.raises(ConfigError, match=r"radius_cap=1 cannot be reached .*\(design=betting\) .* is 0\.94"):
+    with pytest.raises(ConfigError, match=r"radius_cap=1 cannot be reached .*\(design=informed\) .* is 0\.94"):
         CertifySettings.from_keys(mode="sequential", radius_cap=1.0).check_reachable(0.25)
     with pytest.raises(ConfigError, match=r"certify\.radius_target=1\.2 cannot be reached"):
         CertifySettings.from_keys(mode="sequential", radius_target=1.2).check_reachable(0.25)
@@ -287,13 +291,13 @@ def test_sequential_mode_end_to_end(smoke_checkpoint: Path, tmp_path: Path) -> N
 
 
 def test_sequential_default_design_end_to_end(smoke_checkpoint: Path, tmp_path: Path) -> None:
-    """certify=sequential runs the betting design; metrics and protocol record it; the default cap is reachable."""
+    """certify=sequential runs the informed design; metrics and protocol record it; the default cap is reachable."""
     # (the certify=sequential preset certifies the whole test split; 8 images are enough here)
     certify_checkpoint(smoke_checkpoint, tmp_path, "certify=sequential", "certify.n=2000", "certify.max_images=8")
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     protocol = json.loads((tmp_path / "certify_protocol.json").read_text())
     rows = read_rows(tmp_path / "certify.tsv")
-    assert (metrics["mode"], metrics["design"], protocol["design"]) == ("sequential", "betting", "betting")
+    assert (metrics["mode"], metrics["design"], protocol["design"]) == ("sequential", "informed", "informed")
     # smoke's alpha = 0.01: 2,000 of 2,000 votes certify at most 0.69 at sigma 0.25, so the design stops at 0.5
     assert protocol["radius_cap"] == metrics["radius_cap"] == 0.5
     assert list(metrics["certified_accuracy"]) == ["0.0", "0.25", "0.5"]

@@ -13,7 +13,7 @@ from scipy.stats import binomtest, norm
 
 from rsbench.bench import oracle as oracle_module
 from rsbench.bench import replay
-from rsbench.bench.oracle import Assumptions, build_oracle, count_for_bound, half_point
+from rsbench.bench.oracle import Assumptions, build_oracle, count_for_bound, half_point, selection_votes
 from rsbench.certify.confidence import cp_lower
 
 IMAGES = 400
@@ -70,12 +70,12 @@ def test_fixed_n_on_the_oracle_reproduces_the_log(catrs: replay.LogSpec) -> None
 
 
 def test_the_designs_replay_with_fewer_samples_and_stay_sound(catrs: replay.LogSpec) -> None:
-    candidates = [replay.Candidate("looks", "looks"), replay.Candidate("betting", "betting")]
+    candidates = [replay.Candidate(name, name) for name in ("looks", "betting", "informed")]
     outcomes, decisions = replay.replay(catrs, candidates, key=0)
-    fixed, looks, betting = outcomes
-    assert set(decisions) == {"looks", "betting"}
-    assert betting.mean_samples < looks.mean_samples < fixed.mean_samples / 4
-    for outcome in (looks, betting):
+    fixed, looks, betting, informed = outcomes
+    assert set(decisions) == {"looks", "betting", "informed"}
+    assert informed.mean_samples < betting.mean_samples < looks.mean_samples < fixed.mean_samples / 4
+    for outcome in (looks, betting, informed):
         # paired differences against fixed n on the same votes: within 3 points at every radius on 400 images
         assert np.all(np.abs(outcome.delta) < 0.03)
         assert outcome.false <= 3  # expected <= alpha * 400 = 0.4; P(more than 3) < 1e-3 at that rate
@@ -103,9 +103,11 @@ def test_the_command_prints_a_line_per_log_and_design_and_a_summary(
     assert replay.main([str(log), "--detail"]) == 0
     out = capsys.readouterr().out
     lines = [line for line in out.splitlines() if line.startswith(str(log))]
-    assert [line.split()[1] for line in lines] == ["fixed", "looks", "betting"]
-    assert "betting: " in out
-    assert "floor (what any sound test needs" in out
+    assert [line.split()[1] for line in lines] == ["fixed", "looks", "betting", "informed"]
+    assert "informed: " in out
+    assert "of the floor's saving" in out
+    assert "floor (Wald: any sound test that certifies every image" in out
+    assert "floor within 0.5 points" in out
     assert "radius            0    0.25     0.5    0.75" in out
 
 
@@ -113,3 +115,27 @@ def test_the_oracle_module_says_how_it_models_what_the_log_does_not_hold() -> No
     doc = oracle_module.__doc__ or ""
     for topic in ("at the cap", "abstained", "selection", "true radius"):
         assert topic in doc
+
+
+def test_the_floor_within_half_a_point_needs_fewer_samples_and_none_for_wrong_images(catrs: replay.LogSpec) -> None:
+    """Allowed to lose 0.5 points per radius (in expectation), a test may skip images: its floor is lower."""
+    rng = np.random.default_rng(0)
+    oracle = build_oracle(
+        label=catrs.label,
+        predict=catrs.predict,
+        radius=catrs.radius,
+        sigma=catrs.sigma,
+        n0=catrs.n0,
+        n=catrs.n,
+        alpha=catrs.alpha,
+        assumptions=Assumptions(),
+        rng=rng,
+    )
+    radii = replay.table_radii(catrs.sigma, catrs.n, catrs.alpha)
+    full, within = replay.floor_samples(oracle, radii), replay.floor_within(oracle, radii)
+    assert np.all(within <= full)
+    assert np.all(within[~oracle.correct] == 0)  # certified accuracy counts correct images only
+    assert within.mean() < full.mean()
+    votes = selection_votes(oracle, rng)
+    assert np.all((votes >= 0) & (votes <= catrs.n0))
+    assert np.all(votes[~oracle.abstained] >= catrs.n0 / 2)  # the selected class won its selection

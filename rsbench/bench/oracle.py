@@ -27,6 +27,7 @@ pipeline on real networks) is the check on this model.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -171,3 +172,20 @@ def build_oracle(
         n=n,
         alpha=alpha,
     )
+
+
+def selection_votes(oracle: Oracle, rng: np.random.Generator) -> np.ndarray:
+    """Each image's n0 selection votes for the class selection picked, drawn as the oracle's selection implies.
+
+    The oracle's selection is two classes, the picked one holding ``p_selected`` of the votes and winning the n0
+    votes, so its count is Bin(n0, p) conditioned on being at least n0 / 2 (inverse-CDF sampling); an abstained image's
+    class is picked whatever its count (with more classes a plurality below half wins), so its count is Bin(n0, p).
+    Sequential CERTIFY's ``informed`` design sets its prior with them; they are drawn from their own stream, so every
+    other figure of a replay stays as it was.
+    """
+    p = np.clip(oracle.p_selected, 0.0, 1.0)
+    least = np.where(oracle.abstained, 0, math.ceil(oracle.n0 / 2))
+    below = np.where(least > 0, binom.cdf(least - 1, oracle.n0, p), 0.0)
+    u = below + rng.uniform(size=len(p)) * (1.0 - below)
+    votes = binom.ppf(np.minimum(u, 1.0), oracle.n0, p)
+    return np.clip(np.nan_to_num(votes, nan=float(oracle.n0)), least, oracle.n0)

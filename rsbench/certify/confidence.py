@@ -27,6 +27,16 @@ pipeline). Two kinds of bound live here, both computed in float64 on the CPU:
 
 Priors are finite mixtures of Beta(a, b) densities (:class:`BetaMixture`); mass near 1 (small b) makes the bound
 almost as tight as Clopper-Pearson for images whose every vote is right, which are the images that cost the most.
+
+The prior may be any distribution fixed before the first estimation vote: W_n(m) is a martingale under pA = m for
+every such prior, so Ville's inequality holds conditionally on it. CERTIFY's n0 selection votes are drawn before
+and independently of the estimation votes, so the mixture updated by them (its posterior given k0 of n0 votes,
+``prior_votes``) is such a prior: M(k, n | k0, n0) = M(k0 + k, n0 + n) / M(k0, n0), and the selection votes are no
+evidence (the likelihood in W_n counts the estimation votes only). This is the image-specific prior of Cullen,
+Montague and Rubinstein ("Halt Fast! Early stopping for certified robustness", arXiv 2606.27694), who predict it with
+a meta-learner; here it comes from votes CERTIFY draws anyway. It concentrates the bets near the image's own vote
+probability, so the wealth that a prior spread over (0, 1) spends on alternatives far from it (the ones that would
+be decided within the first few samples, before the first look) is kept for the looks.
 """
 
 from __future__ import annotations
@@ -84,6 +94,21 @@ class BetaMixture:
         if min(*self.a, *self.b, *self.weights) <= 0 or not np.isclose(sum(self.weights), 1.0):
             raise ValueError(f"need a, b, weights > 0 and weights summing to 1, got {self}")
 
+    def log_predictive(
+        self, successes: np.ndarray, trials: np.ndarray, prior_votes: tuple[np.ndarray, np.ndarray] | None = None
+    ) -> np.ndarray:
+        """log M(k, n | k0, n0) = log M(k0 + k, n0 + n) - log M(k0, n0): the posterior mixture's marginal.
+
+        The mixture updated by ``prior_votes`` = (k0 of n0), votes drawn independently of the k of n (Bayes' rule
+        maps a mixture of Beta(a, b) to a mixture of Beta(a + k0, b + n0 - k0) with reweighted components); with
+        no ``prior_votes``, :meth:`log_marginal`.
+        """
+        if prior_votes is None:
+            return self.log_marginal(successes, trials)
+        k0, n0 = (np.asarray(v, dtype=np.float64) for v in prior_votes)
+        k, n = np.asarray(successes, dtype=np.float64), np.asarray(trials, dtype=np.float64)
+        return self.log_marginal(k + k0, n + n0) - self.log_marginal(k0, n0)
+
     def log_marginal(self, successes: np.ndarray, trials: np.ndarray) -> np.ndarray:
         """log M(k, n): the log-probability the mixture gives to any one sequence with k successes in n trials."""
         k, n = np.asarray(successes, dtype=np.float64), np.asarray(trials, dtype=np.float64)
@@ -107,15 +132,29 @@ def log_likelihood(k: np.ndarray, n: np.ndarray, m: np.ndarray) -> np.ndarray:
         return np.where(k > 0, k * np.log(m), 0.0) + np.where(n > k, (n - k) * np.log1p(-m), 0.0)
 
 
-def betting_lower(prior: BetaMixture, successes: np.ndarray, trials: np.ndarray, alpha: float) -> np.ndarray:
+def betting_lower(
+    prior: BetaMixture,
+    successes: np.ndarray,
+    trials: np.ndarray,
+    alpha: float,
+    prior_votes: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
     """The lower end of the betting confidence sequence at level alpha: inf {m : W_n(m) < 1/alpha}.
 
     Valid simultaneously for every n (and so at a data-dependent stopping time) with probability >= 1 - alpha.
     The bisection keeps the largest m it has seen with W_n(m) >= 1/alpha, so the bound is never rounded up.
+
+    Args:
+        prior: the mixture the bettor bets with.
+        successes: votes for the class among ``trials``.
+        trials: votes drawn.
+        alpha: the level.
+        prior_votes: ``(k0, n0)``: votes drawn independently of these (the selection votes) that update the prior
+            to its posterior before the first bet (:meth:`BetaMixture.log_predictive`); they are no evidence.
     """
     k, n = _counts(successes, trials)
     threshold = np.log(1.0 / alpha)
-    log_marginal = prior.log_marginal(k, n)
+    log_marginal = prior.log_predictive(k, n, prior_votes)
     low, high = np.zeros_like(k), k / n  # W is decreasing on [0, k/n], W(k/n) <= 1 < 1/alpha
     for _ in range(BISECTION_STEPS):
         middle = (low + high) / 2
@@ -124,10 +163,19 @@ def betting_lower(prior: BetaMixture, successes: np.ndarray, trials: np.ndarray,
     return np.where(k == 0, 0.0, low)
 
 
-def betting_upper(prior: BetaMixture, successes: np.ndarray, trials: np.ndarray, alpha: float) -> np.ndarray:
+def betting_upper(
+    prior: BetaMixture,
+    successes: np.ndarray,
+    trials: np.ndarray,
+    alpha: float,
+    prior_votes: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
     """The upper end of the betting confidence sequence at level alpha: sup {m : W_n(m) < 1/alpha}."""
     k, n = _counts(successes, trials)
-    return 1.0 - betting_lower(_mirrored(prior), n - k, n, alpha)
+    mirrored = None
+    if prior_votes is not None:  # the prior of 1 - q is updated by the votes against the class
+        mirrored = (np.asarray(prior_votes[1]) - np.asarray(prior_votes[0]), np.asarray(prior_votes[1]))
+    return 1.0 - betting_lower(_mirrored(prior), n - k, n, alpha, mirrored)
 
 
 def _mirrored(prior: BetaMixture) -> BetaMixture:

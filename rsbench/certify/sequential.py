@@ -5,8 +5,8 @@ after a few thousand: an image the base classifier always gets right is certifie
 long before n, and an image it gets wrong half of the time will abstain whatever n is.
 
 The class is chosen beforehand from n0 independent selection samples, exactly as in CERTIFY. The estimation samples
-are then drawn look by look, and a sequential design (:mod:`rsbench.certify.designs`: ``betting``, the default;
-``looks``, rsbench's first design; ``adaptive``, Horváth et al.'s) decides after each look which images stop and
+are then drawn look by look, and a sequential design (:mod:`rsbench.certify.designs`: ``informed``, the default;
+``betting``; ``looks``, rsbench's first; ``adaptive``, Horváth et al.'s) decides after each look which images stop and
 which lower bound on pA each reports; the design pays for its looks (a confidence sequence, or alpha split over
 the looks), so the certificate holds with probability >= 1 - alpha whatever the stopping time. The reported radius
 is min(sigma * Phi^-1(pA_lower), the design's radius cap), or ABSTAIN when pA_lower < 1/2.
@@ -64,7 +64,8 @@ def certify_group(
     seeds = list(seeds) if seeds is not None else [None] * len(xs)
     if len(seeds) != len(xs):
         raise ValueError(f"got {len(seeds)} seeds for {len(xs)} images")
-    selected = np.asarray(smooth.select(xs, n0, batch_size, seeds=seeds), dtype=np.int64)
+    votes = smooth.select_votes(xs, n0, batch_size, seeds=seeds)
+    selected = votes.argmax(axis=1)
     device = smooth.device_for(xs)
     streams = [None if seed is None else make_generator(device, seed, ESTIMATION) for seed in seeds]
     counts = np.zeros(len(xs), dtype=np.int64)
@@ -78,7 +79,7 @@ def certify_group(
         drawn = samples
         return counts[running]
 
-    decisions = run_design(design, len(xs), counts_at)
+    decisions = run_design(design, len(xs), counts_at, (votes[np.arange(len(xs)), selected], n0))
     seconds = (time.perf_counter() - start) / len(xs)
     return [
         Certificate(

@@ -164,20 +164,21 @@ class SequentialSchedule:
     """Sequential CERTIFY (see :mod:`rsbench.certify.sequential`): its design, looks and radius cap.
 
     Attributes:
-        design: ``betting`` (a betting confidence sequence, the default), ``looks`` (Clopper-Pearson at alpha / S
-            over S looks, rsbench's first design) or ``adaptive`` (Horváth et al.: one target radius, the cap);
-            see :mod:`rsbench.certify.designs`.
+        design: ``informed`` (the default: a betting confidence sequence whose prior the selection votes update,
+            futility by the predictive probability), ``betting`` (the same with a fixed prior and the sequence's own
+            futility rule), ``looks`` (Clopper-Pearson at alpha / S over S looks, rsbench's first design) or
+            ``adaptive`` (Horváth et al.: one target radius, the cap); see :mod:`rsbench.certify.designs`.
         radius_cap: the largest radius reported; ``None``: the largest radius of the grid up to 2.5 (the papers'
             tables) that n of n votes can certify, e.g. 0.75 / 1.75 / 2.5 at sigma 0.25 / 0.5 / 1.0.
-        first_look: estimation samples before the first look (``None``: the design's, 100 for ``betting``, 1,000
-            for ``looks``; ``adaptive`` has stages of n/100, n/10 and 5n/4 samples instead).
+        first_look: estimation samples before the first look (``None``: the design's, 100 for ``informed`` and
+            ``betting``, 1,000 for ``looks``; ``adaptive`` has stages of n/100, n/10 and 5n/4 samples instead).
         growth: each look's cumulative sample count is the previous one times ``growth`` (``None``: the design's,
-            1.1 for ``betting``, 2 for ``looks``).
+            1.05 for ``informed``, 1.1 for ``betting``, 2 for ``looks``).
         radius_target: decide this one radius only (certified at it, or not), not the grid; ``adaptive`` always
             decides one radius: this one, or the radius cap.
     """
 
-    design: str = "betting"
+    design: str = "informed"
     radius_cap: float | None = None
     first_look: int | None = None
     growth: float | None = None

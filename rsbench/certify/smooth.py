@@ -192,10 +192,19 @@ class Smooth(NoiseMixin):
             batch_size: noisy samples per forward pass.
             seeds: one seed per image (``None`` entries, or no list: fresh noise).
         """
+        return self.select_votes(xs, n0, batch_size, seeds=seeds).argmax(axis=1).tolist()
+
+    def select_votes(
+        self, xs: Tensor, n0: int, batch_size: int, *, seeds: Sequence[int | None] | None = None
+    ) -> np.ndarray:
+        """The votes of each image's n0 selection samples, ``[K, num_classes]``; :meth:`select` takes their argmax.
+
+        Sequential CERTIFY's ``informed`` design also reads the selected class's count (its prior; no evidence).
+        """
         _check_positive(n0=n0, batch_size=batch_size)
         device = self.device_for(xs)
         streams = [_generator(device, seed, SELECTION) for seed in _seeds(seeds, len(xs))]
-        return self.sample_counts_batch(xs, n0, batch_size, streams).argmax(axis=1).tolist()
+        return self.sample_counts_batch(xs, n0, batch_size, streams)
 
     def estimate(
         self,
