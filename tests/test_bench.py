@@ -33,9 +33,9 @@ def test_certify_throughput_prints_each_variant_against_the_forward_pass(capsys:
     ratios = {}
     for line in out.splitlines():
         name, _, rest = line.partition("  ")
-        if name in {"forward", "cohen", "rsbench", "rsbench+bf16"}:
+        if name in {"forward", "cohen", "pipeline", "rsbench", "smooth", "rsbench+bf16"}:
             ratios[name] = float(rest.split()[1])
-    assert set(ratios) == {"forward", "cohen", "rsbench", "rsbench+bf16"}
+    assert set(ratios) == {"forward", "cohen", "pipeline", "rsbench", "smooth", "rsbench+bf16"}
     assert ratios["forward"] == 1.0
     assert all(ratio > 0 for ratio in ratios.values())
     ensemble = next(line for line in out.splitlines() if line.startswith("ensemble of 3"))
@@ -158,10 +158,10 @@ def test_precision_agreement_compares_two_runs_on_the_same_noise(
 def test_sequential_check_sets_the_network_beside_the_oracle(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    fixed, betting = tiny_runs(tmp_path, {}, {"mode": "sequential"})
-    sequential_check.main([str(fixed), str(betting)])
+    fixed, sequential = tiny_runs(tmp_path, {}, {"mode": "sequential"})
+    sequential_check.main([str(fixed), str(sequential)])
     out = capsys.readouterr().out
-    assert "design=betting" in out
+    assert "design=informed" in out
     network = next(line for line in out.splitlines() if line.strip().startswith("network"))
     oracle = next(line for line in out.splitlines() if line.strip().startswith("oracle (replay)"))
     for line in (network, oracle):

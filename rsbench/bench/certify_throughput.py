@@ -12,10 +12,14 @@ same images with n0 + n noisy samples per image:
 - ``cohen``: Cohen et al.'s per-image loop (``x.repeat``, ``randn_like`` per batch, a Python counting loop),
   rewritten here as the reference code's baseline;
 - ``art``: IBM ART's ``PyTorchRandomizedSmoothing.certify`` (``sample_size`` = n0; needs the ``bench`` extra);
-- ``rsbench``: :meth:`rsbench.Smooth.certify_batch` in fp32, packing the images as ``CertifyCallback`` does
-  (batch_size // min(n0, n) images together, so the n0 selection samples fill whole batches too), and one image at
-  a time; with ``--variants``, also ``bf16`` autocast, ``channels_last`` and ``compile`` (torch.compile; its
-  compile time is reported separately).
+- ``pipeline``: what ``python -m rsbench`` and ``python -m rsbench.certify`` run, whole:
+  :class:`rsbench.certify.pipeline.Certification` on the images as a test set, into a fresh folder (seeds per image,
+  records written and flushed row by row, progress, the summary, ``metrics.json`` and the plot);
+- ``rsbench``: the pipeline's composition alone, :func:`rsbench.certify.groups.certify_images` in fp32 over groups
+  of :func:`~rsbench.certify.groups.images_together` images (batch_size // min(n0, n): the n0 selection samples fill
+  whole batches too), and one image at a time; with ``--variants``, also ``bf16`` autocast, ``channels_last`` and
+  ``compile`` (torch.compile; its compile time is reported separately);
+- ``smooth``: Cohen et al.'s API, :meth:`rsbench.Smooth.certify` one image at a time.
 
 It prints noisy samples per second (median over repeats) and each variant's ratio to the forward pass and to ART.
 ``--ensemble K`` (default 3; 0 skips it) then times an ensemble of K randomly initialised copies of the architecture
@@ -36,6 +40,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 
@@ -45,6 +50,10 @@ from torch import nn
 
 from rsbench.archs import CifarResNet, Classifier, LeNet
 from rsbench.archs.resnet import imagenet_resnet50
+from rsbench.certify.groups import certify_images, images_together
+from rsbench.certify.pipeline import Certification, Subject
+from rsbench.certify.seeding import derive_seed
+from rsbench.certify.settings import CertifySettings
 from rsbench.certify.smooth import Smooth
 from rsbench.models.ensemble import Ensemble
 from rsbench.runs.allocator import GLIBC_TUNABLES, OPT_OUT, reexec_with_fast_allocator
@@ -98,9 +107,24 @@ def make_variants(
         def certify(xs: torch.Tensor) -> None:
             for first in range(0, len(xs), per_batch):
                 chunk = xs[first : first + per_batch]
-                smooth.certify_batch(chunk, n0, n, alpha, batch, seeds=list(range(first, first + len(chunk))))
+                seeds = [derive_seed(0, i) for i in range(first, first + len(chunk))]
+                for _ in certify_images(smooth, chunk, seeds, n0=n0, n=n, alpha=alpha, batch_size=batch):
+                    pass
 
         return certify
+
+    def smooth_api(xs: torch.Tensor) -> None:
+        smooth = Smooth(model, 10, sigma)
+        for i, x in enumerate(xs):
+            smooth.certify(x, n0, n, alpha, batch, seed=derive_seed(0, i))
+
+    settings = CertifySettings.from_keys(n0=n0, n=n, alpha=alpha, batch_size=batch)
+    subject = Subject(model, 10, sigma, {"method": "bench", "dataset": "random", "arch": "bench"})
+
+    def pipeline(xs: torch.Tensor) -> None:
+        images = [(x, 0) for x in xs.cpu()]
+        with tempfile.TemporaryDirectory() as folder:
+            Certification(settings, folder).run(subject, images)
 
     variants: dict[str, Callable[[torch.Tensor], object]] = {"forward": forward, "cohen": cohen}
     if not args.no_art:
@@ -109,9 +133,11 @@ def make_variants(
         except ImportError:
             print("  ART is not installed (pip install -e '.[bench]'): skipping it")
             args.no_art = True
-    packing = max(1, batch // min(n0, n))  # what CertifyCallback does by default
+    packing = images_together(batch, n0, n)  # what the pipeline does by default
+    variants["pipeline"] = pipeline
     variants["rsbench"] = rsbench(Smooth(model, 10, sigma), packing)
     variants["rsbench (1 image at a time)"] = rsbench(Smooth(model, 10, sigma), 1)
+    variants["smooth"] = smooth_api
     for option in args.variants:
         if option == "compile":
             compiled = torch.compile(model)
@@ -151,8 +177,8 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize(device)
 
 
-def bench(arch: str, args: argparse.Namespace) -> dict[str, float]:
-    """Median noisy samples per second of each variant for one architecture."""
+def bench(arch: str, args: argparse.Namespace) -> dict[str, list[float]]:
+    """Noisy samples per second of each variant for one architecture, one value per repeat (interleaved)."""
     torch.manual_seed(0)
     model, shape = MODELS[arch]()
     model.eval().to(args.device)
@@ -168,7 +194,7 @@ def bench(arch: str, args: argparse.Namespace) -> dict[str, float]:
             run(xs)
             synchronize(args.device)
             rates[name].append(len(xs) * (args.n0 + args.n) / (time.perf_counter() - start))
-    return {name: statistics.median(values) for name, values in rates.items()}
+    return rates
 
 
 def ensemble_cost(arch: str, args: argparse.Namespace) -> tuple[float, float]:
@@ -315,12 +341,16 @@ def main(argv: list[str] | None = None) -> None:
         f"batch {args.batch_size}, n0={args.n0}, n={args.n}, {args.images} images x {args.repeats} repeats (medians)"
     )
     for arch in args.arch:
-        results = bench(arch, args)
-        forward = results["forward"]
+        rates = bench(arch, args)
+        results = {name: statistics.median(values) for name, values in rates.items()}
+        cohen = results["cohen"]
         art = results.get("art", float("nan"))
-        print(f"\n{arch}:\n{'variant':<28} {'samples/s':>10} {'x forward':>10} {'x ART':>7}")
+        print(f"\n{arch}:\n{'variant':<28} {'samples/s':>10} {'x forward [range]':>22} {'x cohen':>8} {'x ART':>7}")
         for name, rate in results.items():
-            print(f"{name:<28} {rate:>10,.0f} {rate / forward:>10.3f} {rate / art:>7.2f}")
+            # the ratio to the forward pass of the same repeat (interleaved: a drift of the machine hits both)
+            ratios = [r / f for r, f in zip(rates[name], rates["forward"], strict=True)]
+            spread = f"{statistics.median(ratios):.3f} [{min(ratios):.3f}, {max(ratios):.3f}]"
+            print(f"{name:<28} {rate:>10,.0f} {spread:>22} {rate / cohen:>8.3f} {rate / art:>7.2f}")
         if args.ensemble > 1:
             together, alone = ensemble_cost(arch, args)
             print(

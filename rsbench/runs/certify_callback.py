@@ -132,7 +132,7 @@ def training_seconds(trainer: pl.Trainer) -> float | None:
 
     ``None`` when the run has no ``Timer`` or it never trained (``train=false``).
     """
-    timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)  # type: ignore[attr-defined]
+    timer = next((c for c in getattr(trainer, "callbacks", []) if isinstance(c, Timer)), None)
     if timer is None:
         return None
     seconds = timer.time_elapsed("train")
