@@ -341,10 +341,16 @@ def describe(hparams: str, setting: str = "") -> str:
 
 
 def _epsilon(text: str) -> str:
-    """An l2 attack radius as the papers write it: ``1``, else in 1/255 units (``64/255``) when it is one."""
+    """An l2 attack radius as the papers write it.
+
+    In 1/255 units where it is one (Salman et al.'s 64/255, 512/255), else as a number (``1``, Sun et al.'s ``0.25``).
+
+    >>> _epsilon("0.25098"), _epsilon("2.00784"), _epsilon("1"), _epsilon("2"), _epsilon("0.25")
+    ('64/255', '512/255', '1', '2', '0.25')
+    """
     value = float(text)
     units = value * 255
-    if math.isclose(value, 1.0) or abs(units - round(units)) > 1e-3:
+    if float(value * 4).is_integer() or abs(units - round(units)) > 1e-3:
         return f"{value:g}"
     return f"{round(units)}/255"
 
