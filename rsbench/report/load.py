@@ -23,6 +23,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -111,9 +112,9 @@ class Result:
         """The method with its variant, as shown in tables."""
         return f"{self.method} ({self.variant})" if self.variant else self.method
 
-    @property
+    @cached_property
     def images(self) -> tuple[int, ...]:
-        """The certified image indices, in order."""
+        """The certified image indices, in order (computed once: ``records`` is read-only)."""
         return tuple(int(i) for i in self.records["idx"])
 
     @property
