@@ -52,7 +52,9 @@ def lora_spec(classifier: Classifier, options: Mapping[str, Any]) -> dict[str, A
     trainable = list(options.get("trainable") or [_head(classifier)])
     missing = [name for name in trainable if name not in names]
     if missing:
-        raise ConfigError(f"method.lora.trainable={missing}: the network has no such module (the head is {_head(classifier)})")
+        raise ConfigError(
+            f"method.lora.trainable={missing}: the network has no such module (the head is {_head(classifier)})"
+        )
     linear = [
         name
         for name, module in network.named_modules()
@@ -78,7 +80,7 @@ def inject(classifier: Classifier, spec: Mapping[str, Any]) -> None:
         raise ConfigError("LoRA needs the peft package: pip install 'rsbench[pretrained]'") from None
     config = LoraConfig(
         r=int(spec["r"]),
-        lora_alpha=float(spec["alpha"]),
+        lora_alpha=spec["alpha"],  # a float (peft types it int, and scales by alpha / r)
         lora_dropout=float(spec["dropout"]),
         target_modules=list(spec["targets"]),
         bias="none",

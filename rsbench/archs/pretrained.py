@@ -137,9 +137,7 @@ def pretrained_input_layer(
     )
 
 
-def _checked_normalization(
-    declared: Declared, given: Mapping[str, Any], where: str
-) -> tuple[list[float], list[float]]:
+def _checked_normalization(declared: Declared, given: Mapping[str, Any], where: str) -> tuple[list[float], list[float]]:
     """The declared mean and std, after checking the stated kind, mean and std against them."""
     mean, std = list(declared.mean), list(declared.std)
     kind = given.get("kind")
@@ -201,7 +199,7 @@ def timm_network(
     num_classes: int,
     in_chans: int = 3,
     options: Mapping[str, Any] | None = None,
-    pretrained: bool | str = False,
+    pretrained: bool | str | None = False,
     download: bool = False,
 ) -> tuple[nn.Module, Declared, dict[str, Any]]:
     """A ``timm.create_model`` network, what it declares, and its spec.
@@ -211,7 +209,7 @@ def timm_network(
         num_classes: the number of logits (timm replaces a pretrained head of another size).
         in_chans: the channels of its input (timm adapts a pretrained first layer to another count).
         options: more ``create_model`` arguments (``img_size``, ``patch_size``, ``depth``, ``drop_path_rate``...).
-        pretrained: ``False`` (timm's initialisation), ``True`` (timm's weights for ``name``, from the local Hugging
+        pretrained: ``False`` or ``None`` (timm's initialisation), ``True`` (timm's weights for ``name``, from the local Hugging
             Face cache) or a local weights file (``.safetensors``, ``.pth``, ``.bin``, ``.npz``) in timm's format.
         download: let timm download ``pretrained=True`` weights that are not in the cache.
 
@@ -230,6 +228,8 @@ def timm_network(
         if not path.is_file():
             raise ConfigError(f"pretrained={pretrained}: no such weights file")
         overlay = {"file": str(path), "custom_load": path.suffix == ".npz"}
+        if _head_classes(timm, name, path) == num_classes:  # a head for these classes (your own weights): keep it
+            overlay["num_classes"] = num_classes
         spec["pretrained"] = {"file": str(path), "sha256": file_sha256(path)}
     elif pretrained is True or str(pretrained).lower() == "true":
         overlay = _timm_cached_weights(timm, name, download)
@@ -247,6 +247,19 @@ def timm_network(
         first = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise ConfigError(f"timm cannot build {name!r} with options {_plain(options)}: {first}") from None
     return network, timm_declared(network, name, in_chans), spec
+
+
+def _head_classes(timm: Any, name: str, path: Path) -> int | None:
+    """The class count of the head in a timm weights file (``None``: no head found, or an ``.npz``)."""
+    from timm.models import get_pretrained_cfg
+
+    config = get_pretrained_cfg(name.split(".")[0])
+    head = getattr(config, "classifier", None) or "head"
+    if path.suffix == ".npz" or not isinstance(head, str):
+        return None
+    weights = timm.models.load_state_dict(str(path))
+    found = weights.get(f"{head}.weight")
+    return int(found.shape[0]) if isinstance(found, Tensor) else None
 
 
 def _timm_cached_weights(timm: Any, name: str, download: bool) -> dict[str, Any]:
@@ -326,7 +339,7 @@ def hf_network(
         path: a folder written by ``save_pretrained`` (``config.json``, weights, ``preprocessor_config.json``);
             nothing is downloaded. ``None`` rebuilds from ``config`` (a checkpoint's signature) with fresh weights.
         num_classes: the number of logits.
-        config: the model's ``config.to_dict()`` and ``preprocessor`` entries (when rebuilding).
+        config: a saved spec (its ``config``, the model's ``config.to_dict()``, and ``preprocessor``), to rebuild.
         new_head: give the model a new ``num_classes`` head when its own has another size (fine-tuning);
             otherwise a different class count is refused.
 
@@ -353,8 +366,13 @@ def hf_network(
             preprocessor = json.loads((root / "preprocessor_config.json").read_text())
         spec_config = model.config.to_dict()
     else:
-        spec_config = {k: v for k, v in dict(config or {}).items() if k != "preprocessor"}
-        built = transformers.AutoConfig.for_model(**spec_config)
+        spec_config = dict((config or {}).get("config") or {})
+        if "model_type" not in spec_config:
+            raise ConfigError(
+                "a transformers network is rebuilt from its saved config, and this one names no model_type"
+            )
+        rest = {k: v for k, v in spec_config.items() if k != "model_type"}
+        built = transformers.AutoConfig.for_model(str(spec_config["model_type"]), **rest)
         model = transformers.AutoModelForImageClassification.from_config(built)
     spec = {"kind": "hf", "config": _plain(spec_config), "preprocessor": _plain(preprocessor)}
     if path is not None:
@@ -371,7 +389,10 @@ def hf_declared(config: Any, preprocessor: Mapping[str, Any], where: str) -> Dec
     """
     source = f"{where}/preprocessor_config.json" if preprocessor else f"{where}/config.json"
     channels = int(getattr(config, "num_channels", 3))
-    if preprocessor.get("do_rescale", True) and abs(float(preprocessor.get("rescale_factor", 1 / 255)) - 1 / 255) > 1e-6:
+    if (
+        preprocessor.get("do_rescale", True)
+        and abs(float(preprocessor.get("rescale_factor", 1 / 255)) - 1 / 255) > 1e-6
+    ):
         raise ConfigError(
             f"{source} has rescale_factor={preprocessor['rescale_factor']}: rsbench maps [0,1] pixels, which is "
             "rescale_factor=1/255 (0.00392157); a model on another input range needs its own input layer"
@@ -536,7 +557,9 @@ def build_pretrained(
     elif kind == "hf":
         rebuild = "config" in spec  # a signature's spec: the saved config, not the folder (the checkpoint has weights)
         path = None if rebuild or spec.get("path") is None else str(spec["path"])
-        net, declared, built = hf_network(path, num_classes, spec if rebuild else None, bool(spec.get("new_head", True)))
+        net, declared, built = hf_network(
+            path, num_classes, spec if rebuild else None, bool(spec.get("new_head", True))
+        )
         if spec.get("path") is not None:
             built["path"] = str(spec["path"])
     else:

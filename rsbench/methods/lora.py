@@ -47,8 +47,9 @@ def apply_lora(method: str, net: Classifier, options: Mapping[str, Any]) -> dict
     """
     if method in REFUSED:
         raise ConfigError(f"method={method} cannot fine-tune with LoRA (method.lora): {REFUSED[method]}")
-    plain = OmegaConf.to_container(options, resolve=True) if OmegaConf.is_config(options) else dict(options)
-    assert isinstance(plain, dict)
+    container = OmegaConf.to_container(options, resolve=True) if OmegaConf.is_config(options) else dict(options)
+    assert isinstance(container, dict)
+    plain = {str(key): value for key, value in container.items()}
     spec = lora_spec(net, plain)
     inject(net, spec)
     trained, total = trainable_counts(net)
@@ -62,4 +63,4 @@ def apply_lora(method: str, net: Classifier, options: Mapping[str, Any]) -> dict
         100 * trained / max(total, 1),
         ", ".join(spec["trainable"]),
     )
-    return {str(key): value for key, value in plain.items()}
+    return plain

@@ -49,7 +49,9 @@ class Convention:
 
 
 CONVENTIONS: dict[str, Convention] = {
-    "dds": Convention("Carlini et al. 2023 (diffusion denoised smoothing)", sigmas=(0.25, 0.5, 1.0), model_range_factor=2),
+    "dds": Convention(
+        "Carlini et al. 2023 (diffusion denoised smoothing)", sigmas=(0.25, 0.5, 1.0), model_range_factor=2
+    ),
     "rrcm": Convention("Lei et al. 2025 (rRCM)", mean=0.5, std=0.5, model_range_factor=2),
     "multiscale": Convention("Jeong and Shin 2023 (multi-scale denoised smoothing)", sigmas=(0.25, 0.5, 1.0)),
 }
@@ -78,8 +80,9 @@ def check_convention(name: str | None, input_layer: Mapping[str, Any], sigma: fl
         if input_layer.get("kind") != "normalize" or not have or any(abs(v - want) > TOLERANCE for v in have):
             shown = have or f"none (input layer kind {input_layer.get('kind')})"
             raise ConfigError(
-                f"model.convention={name} ({convention.paper}) normalizes with {key}={want} on every channel (inputs "
-                f"in [-1, 1]), but the input layer's {key} is {shown}: set model.input_layer.{key}=[{want},{want},{want}]"
+                f"model.convention={name} ({convention.paper}) normalizes with {key}={want} on every channel "
+                f"(inputs in [-1, 1]), but the input layer's {key} is {shown}: set "
+                f"model.input_layer.{key}=[{want},{want},{want}]"
             )
     if convention.sigmas is not None and not any(abs(sigma - s) <= TOLERANCE for s in convention.sigmas):
         hint = ""

@@ -41,7 +41,7 @@ def timm(
     input_layer: Mapping[str, Any] | None = None,
     in_chans: int | None = None,
     options: Mapping[str, Any] | None = None,
-    pretrained: bool | str = False,
+    pretrained: bool | str | None = None,
     weights: str | None = None,
     state_dict_key: str | None = None,
     download: bool = False,
