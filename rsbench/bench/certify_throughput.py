@@ -54,7 +54,7 @@ NORMALIZE = {"kind": "normalize", "mean": [0.5] * 3, "std": [0.25] * 3}
 
 
 def timm_vit(shape: tuple[int, int, int], size: int, options: dict[str, int]) -> Classifier:
-    """timm's ``vit_tiny_patch16_224`` (with ``options``) behind an input layer resizing ``shape`` images to ``size``"""
+    """timm's ``vit_tiny_patch16_224`` with ``options``, behind an input layer resizing ``shape`` to ``size``."""
     from rsbench.archs.registry import build_classifier
 
     network = {"kind": "timm", "name": "vit_tiny_patch16_224", "options": {"img_size": size, **options}}
