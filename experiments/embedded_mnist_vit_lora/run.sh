@@ -12,8 +12,8 @@
 # noise, so every radius is in the dataset's 28x28 pixel space. Every run certifies every 5th test image (100) with
 # n0=100, n=1,000, alpha=0.001 (radius cap 0.62 at sigma 0.25): sized for 2 CPU cores shared with other jobs.
 # Runs go to $SWEEP (outside the repository); their records are copied into runs/ here and the paired report made
-# from that copy into report/ once all three cells are done. Rerunning resumes (each run folder continues where it
-# stopped). CELLS=lenet or CELLS=vit runs one chain only (the two can run side by side, one thread each).
+# from that copy into report/ once all three cells are done. Rerunning resumes (a finished cell is skipped, an
+# unfinished run folder continues where it stopped). CELLS=lenet or CELLS=vit runs one chain only (the two can run side by side, one thread each).
 #   nice -n 10 env OMP_NUM_THREADS=1 bash experiments/embedded_mnist_vit_lora/run.sh
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -33,10 +33,10 @@ timed() {  # timed <cell> <command...>: run it, and append the cell's wall-clock
 }
 CELLS=${CELLS:-lenet vit}
 if [[ " $CELLS " == *" lenet "* ]]; then
-  timed lenet_gaussian "$PY" -m rsbench method=gaussian "${COMMON[@]}" hydra.run.dir="$SWEEP/lenet_gaussian"
+  [[ -f $SWEEP/lenet_gaussian/metrics.json ]] || timed lenet_gaussian "$PY" -m rsbench method=gaussian "${COMMON[@]}" hydra.run.dir="$SWEEP/lenet_gaussian"
 fi
 if [[ " $CELLS " == *" vit "* ]]; then
-  timed vit_standard "$PY" -m rsbench method=standard test_ckpt=last "${VIT[@]}" trainer.max_epochs=10 \
+  [[ -f $SWEEP/vit_standard/metrics.json ]] || timed vit_standard "$PY" -m rsbench method=standard test_ckpt=last "${VIT[@]}" trainer.max_epochs=10 \
     'scheduler.milestones=[7]' "${COMMON[@]}" hydra.run.dir="$SWEEP/vit_standard"
   # The base network's weights as a timm state dict (the classifier's network, without rsbench's prefixes).
   "$PY" -c '
