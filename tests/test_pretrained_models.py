@@ -356,3 +356,33 @@ def test_a_zero_shot_clip_model_certifies_and_embeds_its_prompts_once(
     assert rows(tmp_path / "second") == rows(tmp_path / "first")
     with pytest.raises(Exception, match="lists 3 names but the dataset has 10 classes"):
         certify(tmp_path / "third", *overrides[:3], "model.classnames=[a,b,c]", *overrides[4:])
+
+
+# ---------------------------------------------------------------------------------------------------- the docs
+
+
+def doc_commands() -> list[tuple[str, list[str]]]:
+    """``(config, arguments)`` of every ``python -m rsbench[.certify]`` command in docs/pretrained_models.md."""
+    import re
+    import shlex
+
+    from tests.helpers import ROOT
+
+    text = (ROOT / "docs" / "pretrained_models.md").read_text().replace("\\\n", " ")
+    found = []
+    for line in text.splitlines():
+        match = re.match(r"\s*python -m (rsbench(?:\.certify)?) (.*)$", line)
+        if match and "..." not in match.group(2) and "<" not in match.group(2):
+            found.append(
+                ("certify_model" if match.group(1).endswith("certify") else "config", shlex.split(match.group(2)))
+            )
+    return found
+
+
+def test_the_docs_commands_are_valid_requests() -> None:
+    from rsbench.runs.request import check_request
+
+    commands = doc_commands()
+    assert len(commands) >= 4  # timm, hf, clip, LoRA training
+    for config, arguments in commands:
+        check_request(arguments, config)
