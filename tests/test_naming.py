@@ -15,9 +15,9 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
-from rsbench.runs.naming import EXECUTION_KEYS, MAX_DIRNAME, describes_setting, job_dirname, legacy_job_dirname
+from rsbench.runs.naming import MAX_DIRNAME, describes_setting, execution_keys, job_dirname, legacy_job_dirname
 from rsbench.runs.resolvers import register_resolvers
-from rsbench.runs.resume import FREE
+from rsbench.runs.resume import free_keys
 from tests.helpers import ROOT, compose_config
 
 
@@ -122,8 +122,8 @@ def test_a_seed_sweep_is_reported_with_its_seeds_and_as_a_wandb_table(tmp_path: 
 
 
 def test_what_a_resume_may_change_never_splits_a_setting_in_the_report() -> None:
-    """A resumed run keeps its .hydra/overrides.yaml, so a key it may change on resume (FREE) must not be a setting
+    """A resumed run keeps its .hydra/overrides.yaml, so a key it may change on resume (free_keys) must not be a setting
     the report groups rows by: each is a path, a display option or an execution key; only certify.max_images (the
     report reads the images certified) and method.certify_defaults (the rows' protocol check guards it) are not."""
-    setting = {key for key in FREE if describes_setting(key, "x") and key not in EXECUTION_KEYS}
+    setting = {key for key in free_keys() if describes_setting(key, "x") and key not in execution_keys()}
     assert setting == {"certify.max_images", "method.certify_defaults"}

@@ -9,7 +9,8 @@ A sweep such as ``python -m rsbench -m method=consistency method.lbd=5,10 seed=0
   draws as one line with a band;
 - W&B tags ``consistency``, ``mnist_embedded``, ``sigma=0.25``, ``method.lbd=5``, ``seed=0``.
 
-Overrides whose values are paths (checkpoints, data directories) name no hyperparameter and are left out.
+Overrides whose values are paths (checkpoints, data directories) name no hyperparameter and are left out: the
+keys of :data:`PATH_KEYS` and each method card's path arguments (:func:`path_keys`).
 """
 
 from __future__ import annotations
@@ -19,16 +20,10 @@ import re
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
-PATH_KEYS = frozenset(
-    {
-        "ckpt_path",
-        "data_dir",
-        "dataset.data_dir",
-        "trainer.default_root_dir",
-        "method.teacher_ckpt",
-        "method.teacher_cache_dir",
-    }
-)
+from rsbench.methods.card import cards
+
+PATH_KEYS = frozenset({"ckpt_path", "data_dir", "dataset.data_dir", "trainer.default_root_dir"})
+"""The keys whose values are paths, besides the methods' (:func:`path_keys`)."""
 # How a run is run or shown, not what it computes: left out of names (and of the report's setting columns).
 PRESENTATION_KEYS = frozenset(
     {"trainer.enable_progress_bar", "trainer.enable_model_summary", "trainer.log_every_n_steps"}
@@ -44,17 +39,27 @@ EXECUTION_KEYS = frozenset(
         "dataset.download",
         "dataset.eval_batch_size",
         "trainer.accelerator",
-        "method.teacher_batch_size",
         "certify.batch_size",
         "certify.images_per_batch",
         "attack.batch_size",
     }
 )
+"""The execution settings of every run, besides the methods' (:func:`execution_keys`)."""
 MAX_DIRNAME = 200  # well under the 255 bytes most filesystems allow for one path component
 MAX_TAG = 64  # W&B's limit on one tag
 _LIST_BRACKETS = re.compile(r"[\[\](){}'\"]")
 _LIST_SEPARATOR = re.compile(r"\s*,\s*")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
+
+
+def path_keys() -> frozenset[str]:
+    """Every key whose value is a path: :data:`PATH_KEYS` and each method card's (``method.teacher_ckpt``, ...)."""
+    return PATH_KEYS.union(*(card.path_keys for card in cards()))
+
+
+def execution_keys() -> frozenset[str]:
+    """Every execution setting: :data:`EXECUTION_KEYS` and each method card's (``method.teacher_batch_size``)."""
+    return EXECUTION_KEYS.union(*(card.execution_keys for card in cards()))
 
 
 def override_key(override: str) -> str:
@@ -73,7 +78,7 @@ def describes_setting(key: str, value: str) -> bool:
     [True, False, False]
     """
     return not (
-        key in PATH_KEYS
+        key in path_keys()
         or key in PRESENTATION_KEYS
         or key.split(".")[0].split("/")[0] in PRESENTATION_PREFIXES
         or "/" in value
