@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from omegaconf import Node, OmegaConf
+from omegaconf import DictConfig, Node, OmegaConf
 
 from rsbench.errors import ConfigError
 from rsbench.methods.card import method_card, origins
@@ -76,6 +76,7 @@ def register_resolvers() -> None:
     # ${rs.first:a,b}: a, or b when a is null (output_dir under --cfg job, before Hydra has made the run directory)
     OmegaConf.register_new_resolver("rs.first", first_set, replace=True)
     OmegaConf.register_new_resolver("rs.teacher_dir", teacher_dir, replace=True)
+    OmegaConf.register_new_resolver("rs.certify_dir", certify_dir, replace=True)
     # What the method cards say (rsbench/methods/*_card.py): a method's certification defaults, the importer's origins.
     OmegaConf.register_new_resolver("rs.certify_default", certify_default, replace=True)
     OmegaConf.register_new_resolver("rs.origins", lambda: " | ".join(sorted(origins())), replace=True)
@@ -104,6 +105,22 @@ def first_set(*values: Any) -> Any:
     'outputs/run'
     """
     return next((value for value in values if value is not None), None)
+
+
+def certify_dir(kind: Any, _root_: Any = None) -> str:
+    """``${rs.certify_dir:${hydra:runtime.choices.model}}``: a ``rsbench.certify`` run's folder.
+
+    See :func:`naming.certify_dirname`.
+
+    Reads the config's ``model`` and ``certify.sigma`` as written (unresolved): a value not set yet names nothing.
+    """
+    model = OmegaConf.select(_root_, "model", default=None) if _root_ is not None else None
+    written = OmegaConf.to_container(model, resolve=False) if isinstance(model, DictConfig) else None
+    sigma = (
+        OmegaConf.select(_root_, "certify.sigma", default=None, throw_on_missing=False) if _root_ is not None else None
+    )
+    written_model = {str(key): value for key, value in written.items()} if isinstance(written, dict) else None
+    return naming.certify_dirname(str(kind), written_model, sigma)
 
 
 def teacher_dir(mode: Any, sweep_dir: Any) -> str:
