@@ -209,8 +209,9 @@ def timm_network(
         num_classes: the number of logits (timm replaces a pretrained head of another size).
         in_chans: the channels of its input (timm adapts a pretrained first layer to another count).
         options: more ``create_model`` arguments (``img_size``, ``patch_size``, ``depth``, ``drop_path_rate``...).
-        pretrained: ``False`` or ``None`` (timm's initialisation), ``True`` (timm's weights for ``name``, from the local Hugging
-            Face cache) or a local weights file (``.safetensors``, ``.pth``, ``.bin``, ``.npz``) in timm's format.
+        pretrained: ``False`` or ``None`` (timm's initialisation), ``True`` (timm's weights for ``name``, from the local
+            Hugging Face cache) or a local weights file (``.safetensors``, ``.pth``, ``.bin``, ``.npz``)
+            in timm's format.
         download: let timm download ``pretrained=True`` weights that are not in the cache.
 
     Raises:
