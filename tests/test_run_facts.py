@@ -50,7 +50,7 @@ def test_a_certified_run_names_its_machine_its_hyperparameters_and_its_rate(
     hydra(run, ["method=macer", "sigma=0.25"])
     training_log(run, [(0, 9), (0, 19), (1, 109)], epochs=2)
     environment = {"device": "cpu", "device_name": "Intel Xeon", "threads": 2, "torch": "2.14.1"}
-    summary = {"num_images": 3, "hparams": {"sigma": 0.25, "lbd": 16.0}, "environment": environment}
+    summary = {"num_images": 3, "acr": 0.72856, "hparams": {"sigma": 0.25, "lbd": 16.0}, "environment": environment}
     (run / "metrics.json").write_text(json.dumps({**summary, "precision": "fp32", "channels_last": True}))
     pd.DataFrame({"idx": [0, 20, 40], "time": [4.0, 5.0, 9.0]}).to_csv(run / "certify.tsv", sep="\t", index=False)
     assert tool_script("run_facts").main([str(tmp_path)]) == 0
@@ -65,6 +65,7 @@ def test_a_certified_run_names_its_machine_its_hyperparameters_and_its_rate(
         "Intel Xeon, 2 threads, torch 2.14.1",
         "fp32+channels-last",
         "3",
+        "0.729",
         "5",
     ]
 

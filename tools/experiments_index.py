@@ -10,7 +10,8 @@ and ``NOTES.md`` (the narrative). A finished model worth sharing is a weights-on
     python tools/experiments_index.py --check    # exit 1, naming each problem: stale, or a study breaks the layout
 
 The check refuses: a study without a card or with a card that lacks a key, a cell state other than the three, a done
-cell without records under ``runs/<cell>/``, two cells of one name, a file under ``runs/`` that is not a record, and
+cell without records under ``runs/<cell>/`` (or, for a benchmark's cell, without its output ``report/<cell>.*``),
+two cells of one name, a file under ``runs/`` that is not a record, and
 anywhere in a study a checkpoint outside ``models/``, a lock file, a console log or a status file. It reads the files
 git tracks when the folder is a git checkout (files git ignores, e.g. ``partial/``, are a machine's own), else every
 file.
@@ -22,9 +23,8 @@ import argparse
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -67,8 +67,7 @@ index (`experiments_index.py`; `--check` tests the layout).
 """
 
 
-@dataclass(frozen=True)
-class Study:
+class Study(NamedTuple):
     """One study folder and its card."""
 
     name: str
@@ -134,8 +133,12 @@ def file_problems(name: str, files: Sequence[PurePosixPath], card: Mapping[str, 
     for cell in card["cells"]:
         if cell["state"] == "done":
             prefix = ("runs", *PurePosixPath(cell["name"]).parts)
-            if not any(path.parts[: len(prefix)] == prefix for path in files):
-                problems.append(f"{name}: cell {cell['name']!r} is done but runs/{cell['name']}/ holds no records")
+            output = PurePosixPath("report", cell["name"])  # a benchmark's cell: its output, report/<cell>.<ext>
+            if not any(path.parts[: len(prefix)] == prefix or path.with_suffix("") == output for path in files):
+                problems.append(
+                    f"{name}: cell {cell['name']!r} is done but runs/{cell['name']}/ holds no records "
+                    f"(nor is there a report/{cell['name']}.* output)"
+                )
     return problems
 
 
@@ -169,19 +172,17 @@ def one_line(text: str) -> str:
 
 
 def render(studies: Sequence[Study]) -> str:
-    """The index: a table of the studies, then each study's commands."""
-    lines = [HEADER, "| Study | Question | Cells done / partial / to do | Machine |", "|---|---|---|---|"]
+    """The index: a table of the studies and their cells, then each study's title, machine and commands."""
+    lines = [HEADER, "| Study | Question | Cells done / partial / to do |", "|---|---|---|"]
+    for study in studies:
+        cells = f"{study.count('done')} / {study.count('partial')} / {study.count('todo')}"
+        lines.append(f"| [{study.name}](#{study.name}) | {one_line(study.card['question'])} | {cells} |")
     for study in studies:
         card = study.card
-        cells = f"{study.count('done')} / {study.count('partial')} / {study.count('todo')}"
-        lines.append(
-            f"| [{study.name}]({study.name}/): {one_line(card['title'])} | {one_line(card['question'])} | {cells} "
-            f"| {one_line(card['machine'])} |"
-        )
-    for study in studies:
-        lines += ["", f"## [{study.name}]({study.name}/)", "", one_line(study.card["title"]) + ".", "", "```bash"]
-        lines += [command.rstrip() for command in study.card["commands"]]
-        lines.append("```")
+        title, machine = one_line(card["title"]), one_line(card["machine"])
+        lines += ["", f"## {study.name}", "", f"**{title}.** Machine: {machine}", ""]
+        lines.append(f"[Folder]({study.name}/) · [card]({study.name}/card.yaml) · [notes]({study.name}/NOTES.md)")
+        lines += ["", "```bash", *(command.rstrip() for command in card["commands"]), "```"]
     return "\n".join(lines) + "\n"
 
 

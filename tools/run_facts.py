@@ -10,7 +10,7 @@ Markdown row:
   its log holds both attempts (a step number logged again). A resume from a checkpoint written where the run stopped
   repeats nothing and leaves no trace in the log;
 - where it was certified (``metrics.json``'s ``environment``: device, threads, torch), how the network was evaluated,
-  the images, and the median seconds per image of its ``certify.tsv`` rows.
+  the images, its ACR, and the median seconds per image of its ``certify.tsv`` rows.
 
     python tools/run_facts.py experiments/fashion_mnist_table/runs > experiments/fashion_mnist_table/report/runs.md
 """
@@ -71,6 +71,7 @@ def facts(run: Path, root: Path) -> dict[str, Any]:
         "certified on": "-",
         "network": "-",
         "images": "-",
+        "ACR": "-",
         "s per image": "-",
     }
     log_path = run / "logs" / "training_metrics.csv"
@@ -87,13 +88,16 @@ def facts(run: Path, root: Path) -> dict[str, Any]:
         hparams = {k: v for k, v in summary.get("hparams", {}).items() if k not in NOT_HPARAMS}
         if hparams:
             row["overrides"] += " (" + ", ".join(f"{k}={v}" for k, v in hparams.items()) + ")"
-        environment = summary.get("environment", {})
+        environment = summary.get("environment")
         row["certified on"] = (
             f"{environment.get('device_name', '?')}, {environment.get('threads', '?')} threads, "
             f"torch {environment.get('torch', '?')}"
+            if environment
+            else "not recorded"
         )
         row["network"] = network_evaluation(summary, run)
         row["images"] = summary.get("num_images", "-")
+        row["ACR"] = f"{summary['acr']:.3f}" if "acr" in summary else "-"
         if (run / "certify.tsv").is_file():
             row["s per image"] = f"{pd.read_csv(run / 'certify.tsv', sep=chr(9))['time'].median():.3g}"
     return row
@@ -110,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     root = args.paths[0] if len(args.paths) == 1 else Path(".")
     rows = pd.DataFrame([facts(run, root) for run in runs])
-    print(rows.to_markdown(index=False))
+    print(rows.to_markdown(index=False, disable_numparse=True))
     return 0
 
 

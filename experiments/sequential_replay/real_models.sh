@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 22, points 4 and 6: sequential CERTIFY through the real pipeline on a real network, checked against fixed n
-# and against the replay oracle's prediction for the same images; and fp32 against bf16 on the same noise.
+# Sequential CERTIFY through the real pipeline on a real network, checked against fixed n and against the replay
+# oracle's prediction for the same images; and fp32 against bf16 on the same noise (report/real_models.txt).
 #
 # Trains LeNet on the embedded MNIST subset at sigma 0.25 (the default job, certify=off; or CKPT=<best.ckpt>), then
 # certifies the test images (all 500, or every SKIP-th) with the same certify.seed (so every run reads the same noise):
