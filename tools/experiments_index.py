@@ -12,8 +12,8 @@ and ``NOTES.md`` (the narrative). A finished model worth sharing is a weights-on
 The check refuses: a study without a card or with a card that lacks a key, a cell state other than the three, a done
 cell without records under ``runs/<cell>/`` (or, for a benchmark's cell, without its output ``report/<cell>.*``),
 two cells of one name, a file under ``runs/`` that is not a record, and
-anywhere in a study a checkpoint outside ``models/``, a lock file, a console log or a status file. It reads the files
-git tracks when the folder is a git checkout (files git ignores, e.g. ``partial/``, are a machine's own), else every
+anywhere in a study a checkpoint outside ``models/``, a lock file, a console log or a status file. In a git checkout
+it reads the files git tracks or would add (files git ignores, e.g. ``partial/``, are a machine's own), else every
 file.
 """
 
@@ -79,10 +79,14 @@ class Study(NamedTuple):
 
 
 def tracked_files(experiments: Path) -> list[PurePosixPath]:
-    """The files under ``experiments`` relative to it: those git tracks in a checkout, else every file."""
+    """The files under ``experiments``, relative to it: in a git checkout those git tracks or would add, else all."""
     try:
         listed = subprocess.run(
-            ["git", "ls-files", "-z", "--", "."], cwd=experiments, capture_output=True, text=True, check=True
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "."],
+            cwd=experiments,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout
     except (OSError, subprocess.CalledProcessError):
         found = (p.relative_to(experiments).as_posix() for p in experiments.rglob("*") if p.is_file())
