@@ -7,13 +7,24 @@ PYTHON ?= $(VENV)/bin/python
 export GLIBC_TUNABLES ?= glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736
 export WANDB_MODE ?= offline
 
-.PHONY: help install run smoke test test-studies test-all lint format typecheck bench index clean
+.PHONY: help install install-cpu run smoke test test-studies test-all lint format typecheck bench index clean
 
 help: ## Show this help
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
 
 install: ## Create .venv (if needed) and install rsbench with its dev tools (torch 2.14.1, CPU or GPU)
 	test -x $(PYTHON) || python3 -m venv $(VENV)
+	$(PYTHON) -m pip install -e '.[dev]'
+
+# PyTorch's CPU-only wheels (https://pytorch.org/get-started/locally/: pip install torch --index-url
+# https://download.pytorch.org/whl/cpu), installed first so that pip keeps them instead of pulling the CUDA build and
+# its nvidia-* packages from PyPI. docs/install.md.
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH_PINS = $(shell sed -n 's/^ *\(torch\(vision\)\?==[0-9.]*\)$$/\1/p' setup.cfg)
+
+install-cpu: ## As install, with PyTorch's CPU-only wheels (no CUDA download: for machines without an NVIDIA GPU)
+	test -x $(PYTHON) || python3 -m venv $(VENV)
+	$(PYTHON) -m pip install $(TORCH_PINS) --index-url $(TORCH_CPU_INDEX)
 	$(PYTHON) -m pip install -e '.[dev]'
 
 run: ## Train and certify on the embedded offline default (a few minutes on 2 CPU cores)

@@ -2,7 +2,7 @@
 
 For every run folder given (or copy of its records), reads its method, dataset and sigma from ``.hydra/`` and its
 per-epoch train accuracy and loss from its CSV log (the loss the authors log: the cross-entropy term alone for
-Consistency, Stability, CAT-RS and MACER, :data:`rsbench.report.training_tracking.AUTHORS_TRAIN_LOSS`), pairs them with
+Consistency, Stability, CAT-RS and MACER, :func:`rsbench.report.training_tracking.train_loss_column`), pairs them with
 the authors' released ``log.txt`` of the same cell (shipped with rsbench,
 :func:`rsbench.report.released.training_curve`) and prints, as markdown, the train
 accuracy and loss of both at the chosen epochs, then one line per run: the difference at the first epoch, the
