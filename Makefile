@@ -7,7 +7,7 @@ PYTHON ?= $(VENV)/bin/python
 export GLIBC_TUNABLES ?= glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736
 export WANDB_MODE ?= offline
 
-.PHONY: help install install-cpu run smoke test test-studies test-all lint format typecheck bench index clean
+.PHONY: help install install-cpu run smoke test test-package test-studies test-all lint format typecheck bench index clean
 
 help: ## Show this help
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
@@ -43,7 +43,11 @@ test: ## The fast test suite (offline, CPU, under 10 minutes on 2 cores)
 	$(PYTHON) -m pytest -m "not slow" -n $(TEST_WORKERS)
 
 # Tests marked `study` exercise the studies' scripts and records (experiments/) and the repository tools (tools/);
-# `make test` runs them too (the ones not marked slow), `make test-studies` runs them alone.
+# `make test` runs them too (the ones not marked slow), `make test-package` leaves them out, `make test-studies` runs
+# them alone.
+test-package: ## The fast tests of the package alone (neither slow nor study)
+	$(PYTHON) -m pytest -m "not slow and not study" -n $(TEST_WORKERS)
+
 test-studies: ## The tests of experiments/ and tools/ alone (marked study), slow ones included
 	$(PYTHON) -m pytest -m study -n $(TEST_WORKERS)
 
