@@ -48,11 +48,14 @@ def test_the_index_lists_each_study_with_its_cells_by_state_and_its_commands(tmp
     )
     study(tmp_path, "beta", "  - {name: x, state: todo, note: not run}")
     study(tmp_path, "gamma", "  - {name: table, state: done, note: a benchmark}", ("report/table.txt",))
+    card = (tmp_path / "gamma" / "card.yaml").read_text()
+    (tmp_path / "gamma" / "card.yaml").write_text(card.replace("cells:", "models: none kept\ncells:"))
     assert tool_script("experiments_index").main(["--experiments", str(tmp_path)]) == 0
     index = (tmp_path / "README.md").read_text()
     assert "| [alpha](#alpha) | Does it hold? | 1 / 1 / 1 |" in index
     assert "| [beta](#beta) | Does it hold? | 0 / 0 / 1 |" in index
     assert "**A study.** Machine: a CPU" in index
+    assert "Models: none kept" in index
     assert "bash experiments/alpha/run.sh  # a comment the index keeps" in index
     assert index.index("## alpha") < index.index("## beta") < index.index("## gamma")
     assert tool_script("experiments_index").main(["--experiments", str(tmp_path), "--check"]) == 0

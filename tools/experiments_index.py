@@ -2,8 +2,9 @@
 
 Every ``experiments/<study>/`` holds ``card.yaml`` (``title``, ``question``, ``commands``: the shell commands that
 make ``runs/`` and ``report/``, ``machine``, ``cells``: each ``name``, ``state`` done / partial / todo and an optional
-``note``), its script(s), ``runs/<cell>/`` with records only (:data:`RECORDS`), ``report/`` (made by the commands)
-and ``NOTES.md`` (the narrative). A finished model worth sharing is a weights-only checkpoint with its card in
+``note``; optionally ``models``: which trained models the study shares, or why none), its script(s),
+``runs/<cell>/`` with records only (:data:`RECORDS`), ``report/`` (made by the commands) and ``NOTES.md`` (the
+narrative). A finished model worth sharing is a weights-only checkpoint with its card in
 ``models/`` (``tools/share_model.py``).
 
     python tools/experiments_index.py            # write experiments/README.md
@@ -99,7 +100,7 @@ def card_problems(name: str, card: Any) -> list[str]:
     if not isinstance(card, Mapping):
         return [f"{name}/card.yaml: not a mapping of {', '.join(KEYS)}"]
     problems = [f"{name}/card.yaml: no {key!r}" for key in KEYS if key not in card]
-    for key in ("title", "question", "machine"):
+    for key in ("title", "question", "machine", "models"):
         if key in card and not (isinstance(card[key], str) and card[key].strip()):
             problems.append(f"{name}/card.yaml: {key!r} must be a non-empty string")
     commands = card.get("commands")
@@ -185,6 +186,8 @@ def render(studies: Sequence[Study]) -> str:
         card = study.card
         title, machine = one_line(card["title"]), one_line(card["machine"])
         lines += ["", f"## {study.name}", "", f"**{title}.** Machine: {machine}", ""]
+        if "models" in card:
+            lines += [f"Models: {one_line(card['models'])}", ""]
         lines.append(f"[Folder]({study.name}/) · [card]({study.name}/card.yaml) · [notes]({study.name}/NOTES.md)")
         lines += ["", "```bash", *(command.rstrip() for command in card["commands"]), "```"]
     return "\n".join(lines) + "\n"
