@@ -89,8 +89,9 @@ def facts(run: Path, root: Path) -> dict[str, Any]:
         if hparams:
             row["overrides"] += " (" + ", ".join(f"{k}={v}" for k, v in hparams.items()) + ")"
         environment = summary.get("environment")
+        threads = environment.get("threads", "?") if environment else "?"
         row["certified on"] = (
-            f"{environment.get('device_name', '?')}, {environment.get('threads', '?')} threads, "
+            f"{environment.get('device_name', '?')}, {threads} thread{'' if threads == 1 else 's'}, "
             f"torch {environment.get('torch', '?')}"
             if environment
             else "not recorded"
