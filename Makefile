@@ -7,10 +7,10 @@ PYTHON ?= $(VENV)/bin/python
 export GLIBC_TUNABLES ?= glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736
 export WANDB_MODE ?= offline
 
-.PHONY: help install install-cpu run smoke test test-all lint format typecheck bench clean
+.PHONY: help install install-cpu run smoke test test-package test-studies test-all lint format typecheck bench index clean
 
 help: ## Show this help
-	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
 
 install: ## Create .venv (if needed) and install rsbench with its dev tools (torch 2.14.1, CPU or GPU)
 	test -x $(PYTHON) || python3 -m venv $(VENV)
@@ -42,22 +42,34 @@ TEST_WORKERS ?= 2
 test: ## The fast test suite (offline, CPU, under 10 minutes on 2 cores)
 	$(PYTHON) -m pytest -m "not slow" -n $(TEST_WORKERS)
 
+# Tests marked `study` exercise the studies' scripts and records (experiments/) and the repository tools (tools/);
+# `make test` runs them too (the ones not marked slow), `make test-package` leaves them out, `make test-studies` runs
+# them alone.
+test-package: ## The fast tests of the package alone (neither slow nor study)
+	$(PYTHON) -m pytest -m "not slow and not study" -n $(TEST_WORKERS)
+
+test-studies: ## The tests of experiments/ and tools/ alone (marked study), slow ones included
+	$(PYTHON) -m pytest -m study -n $(TEST_WORKERS)
+
 test-all: ## Every test, including the ones marked slow
 	$(PYTHON) -m pytest
 
 lint: ## ruff lint and format check
-	$(PYTHON) -m ruff check rsbench tests experiments
-	$(PYTHON) -m ruff format --check rsbench tests experiments
+	$(PYTHON) -m ruff check rsbench tests experiments tools
+	$(PYTHON) -m ruff format --check rsbench tests experiments tools
 
 format: ## Format and auto-fix with ruff
-	$(PYTHON) -m ruff format rsbench tests experiments
-	$(PYTHON) -m ruff check --fix rsbench tests experiments
+	$(PYTHON) -m ruff format rsbench tests experiments tools
+	$(PYTHON) -m ruff check --fix rsbench tests experiments tools
 
 typecheck: ## mypy on the package
 	$(PYTHON) -m mypy
 
 bench: ## Certification throughput against the forward pass, Cohen's loop and ART (pip install -e '.[bench]')
 	$(PYTHON) -m rsbench.bench.certify_throughput
+
+index: ## Remake experiments/README.md, the index of the studies, from their card.yaml files
+	$(PYTHON) tools/experiments_index.py
 
 clean: ## Remove run outputs, build files and caches (not .venv, data/ or teachers/)
 	rm -rf outputs multirun wandb build dist rsbench.egg-info .pytest_cache .ruff_cache .mypy_cache

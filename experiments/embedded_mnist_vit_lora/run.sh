@@ -59,8 +59,8 @@ fi
 for cell in lenet_gaussian vit_standard vit_lora_gaussian vit_full_gaussian; do
   [[ -f $SWEEP/$cell/metrics.json ]] || { echo "$cell is not done yet: the report waits for it" >&2; exit 0; }
 done
-bash "$HERE/../copy_records.sh" "$SWEEP" "$HERE/runs"
-cp "$SWEEP/timings.tsv" "$HERE/runs/timings.tsv"
+bash "$HERE/../../tools/copy_records.sh" "$SWEEP" "$HERE/runs"
+mkdir -p "$HERE/report" && cp "$SWEEP/timings.tsv" "$HERE/report/timings.tsv"
 cd "$HERE"
 "$PY" -m rsbench.report runs/lenet_gaussian runs/vit_standard runs/vit_lora_gaussian runs/vit_full_gaussian \
   --baseline runs/lenet_gaussian --radii 0 0.25 0.5 --out report

@@ -28,7 +28,7 @@ LR_RTOL = 1e-4
 relative error of 3e-6); a StepLR drop changes it by a factor 10."""
 
 LOG_NAMES = ("logs/metrics.csv", "logs/training_metrics.csv")
-"""Where a run folder (or a copy of its records, :file:`experiments/copy_records.sh`) keeps its CSV training log."""
+"""Where a run folder (or a copy of its records, :file:`tools/copy_records.sh`) keeps its CSV training log."""
 
 DEFAULT_LOSS_COLUMN = "train/loss_epoch"
 """The whole loss, per epoch: the authors' "train loss" unless the method's card names one of its terms."""
