@@ -111,6 +111,12 @@ def paired(a: Row, b: Row) -> tuple[str, float]:
     return f"{d.difference:+.3f} [{d.low:+.3f}, {d.high:+.3f}]", d.p_value
 
 
+def p_phrase(p: float) -> str:
+    """``p = 0.062`` or ``p < 0.001``, as a sentence says it."""
+    text = p_text(p)
+    return f"p {text[0]} {text[1:]}" if text.startswith("<") else f"p = {text}"
+
+
 def seeds_text(row: Row) -> str:
     """``1.229 ± 0.002`` (mean ± sd over seeds) or ``1.229`` for one seed."""
     values = row.seed_values()
@@ -352,7 +358,7 @@ def reports_example() -> str:
     return (
         "\n\n".join(tables)
         + f"\n\nPaired on the same {len(by_method['catrs'].images):,} images (`--baseline consistency`), CAT-RS minus "
-        f"Consistency is {difference} (95% paired t interval over the images), p {p_text(p)}."
+        f"Consistency is {difference} (95% paired t interval over the images), {p_phrase(p)}."
     )
 
 
@@ -404,7 +410,7 @@ def fashion_mnist_paired() -> str:
         "",
         f"{len(comparison)} cells; {within} hold 0 in their 95% interval of ΔACR. McNemar's exact test of certified "
         f"accuracy at the radii 0, 0.25, 0.5, 0.75, 1, 1.5, 2 that each protocol can certify: {tests_total} tests, "
-        f"the smallest p {p_text(smallest[0])} ({smallest[1]}). Intervals are over these test images for these "
+        f"the smallest {p_phrase(smallest[0])} ({smallest[1]}). Intervals are over these test images for these "
         "trained models (one seed each), not over training seeds. 'radius r': correlation of the two models' radii, "
         "wrong predictions' radii included; 'score r': of correct x radius, what ACR averages.",
     ]
@@ -479,7 +485,7 @@ def fashion_mnist_cost() -> str:
         network = str(protocol.get("network", "fp32"))
         times = pd.read_csv(Path(result.source) / "certify.tsv", sep="\t", usecols=["time"])["time"]
         threads = metrics_of(result).get("environment", {}).get("threads")
-        key = (f"{result.device} ({threads} threads)", network)
+        key = (f"{result.device} ({threads} thread{'' if threads == 1 else 's'})", network)
         groups.setdefault(key, []).extend(times.tolist())
     lines = ["| certified on | network | images | median seconds per image |", "|---|---|---|---|"]
     for (device, network), times in sorted(groups.items()):
