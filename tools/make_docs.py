@@ -682,7 +682,11 @@ def embedded_mnist_threat_models() -> str:
 
 # --- committed bench outputs --------------------------------------------------------------------------------------
 
-REPLAY = EXPERIMENTS / "sequential_replay"
+
+def output_file(study: str, name: str) -> Path:
+    """A committed output of a study: in its ``report/`` folder (the study layout), else beside its runs."""
+    in_report = EXPERIMENTS / study / "report" / name
+    return in_report if in_report.exists() else EXPERIMENTS / study / name
 
 
 def summary_lines(path: Path) -> list[str]:
@@ -699,15 +703,20 @@ def sequential_replay() -> str:
         ("table.txt", "the whole table (radii 0, 0.25, ... 2.5)"),
         ("radius_0.5.txt", "one radius, 0.5"),
     ):
-        body = "\n".join(f"- {line}" for line in summary_lines(REPLAY / name))
-        parts.append(f"{goal} ([`{name}`](../experiments/sequential_replay/{name})):\n\n{body}")
+        path = output_file("sequential_replay", name)
+        body = "\n".join(f"- {line}" for line in summary_lines(path))
+        parts.append(f"{goal} ([`{name}`](../{path.relative_to(ROOT).as_posix()})):\n\n{body}")
     return "\n\n".join(parts)
 
 
 @fragment("bench-outputs")
 def bench_outputs() -> str:
     """measurements: the bench outputs committed as files, each quoted whole."""
-    files = sorted(EXPERIMENTS.glob("*/training_cost_*.txt")) + sorted(EXPERIMENTS.glob("*/attack_cost.txt"))
+    files = [
+        path
+        for pattern in ("training_cost_*.txt", "attack_cost.txt")
+        for path in sorted([*EXPERIMENTS.glob(f"*/{pattern}"), *EXPERIMENTS.glob(f"*/report/{pattern}")])
+    ]
     parts = []
     for path in files:
         relative = path.relative_to(ROOT)
