@@ -282,7 +282,8 @@ def source_name(source: str) -> str:
     """The paper or log a published source id stands for."""
     published = load_published()
     reference = str(published.loc[published["source"] == source, "reference"].iloc[0])
-    return reference
+    # a released log's reference names one file (its first line's): name the release's folder instead
+    return re.sub(r"certification log (\S+) (data/[^/]+/)\S*", r"certification logs (\1, \2)", reference)
 
 
 @functools.cache
