@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -80,22 +82,41 @@ def test_a_multirun_of_shards_killed_and_resumed_merges_to_the_unsharded_rows(
     assert not list(sweep.glob("certify.shard*"))
 
 
-def test_the_slurm_array_of_shards_composes(smoke_checkpoint: Path) -> None:
-    """The documented SLURM array (docs/sharding.md): its launcher config resolves without submitting anything."""
-    shown = finished(
-        "hydra/launcher=slurm",
-        f"model.path={smoke_checkpoint}",
-        "certify.num_shards=8",
-        "certify.shard=0",
-        "--cfg",
-        "hydra",
-        "--resolve",
-        "-p",
-        "hydra.launcher",
-    )
-    assert shown.returncode == 0, shown.stderr
-    assert "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher" in shown.stdout
-    assert "array_parallelism: 64" in shown.stdout
+def documented_arrays() -> list[list[str]]:
+    """The SLURM array commands docs/scale_out.md and docs/sharding.md show, as a shell splits them."""
+    found = []
+    for page in ("scale_out.md", "sharding.md"):
+        text = re.sub(r"\\\n\s*", " ", (ROOT / "docs" / page).read_text())
+        found += [
+            shlex.split(line) for line in re.findall(r"python -m rsbench\.certify -m hydra/launcher=slurm .*", text)
+        ]
+    return found
+
+
+def test_the_documented_slurm_array_of_shards_composes(smoke_checkpoint: Path) -> None:
+    """The SLURM array the docs show: one of its shards' launcher config resolves, without submitting anything.
+
+    The command is read from the pages; the checkpoint becomes the smoke model and the sweep over the shards one
+    shard (``--cfg`` shows one job), everything else as written.
+    """
+    arrays = documented_arrays()
+    assert len(arrays) >= 2, "docs/scale_out.md and docs/sharding.md show the SLURM array"
+    for words in arrays:
+        assert any(w.startswith("certify.num_shards=") for w in words)
+        assert any(w.startswith("certify.shard=range(") for w in words)
+        overrides = [
+            f"model.path={smoke_checkpoint}"
+            if w.startswith("model.path=")
+            else "certify.shard=0"
+            if w.startswith("certify.shard=")
+            else w
+            for w in words[3:]
+            if w != "-m"
+        ]
+        shown = finished(*overrides, "--cfg", "hydra", "--resolve", "-p", "hydra.launcher")
+        assert shown.returncode == 0, (words, shown.stderr)
+        assert "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher" in shown.stdout
+        assert "array_parallelism: 64" in shown.stdout
 
 
 def test_python_m_rsbench_shards_a_trained_checkpoint_and_refuses_to_train_in_shards(

@@ -757,6 +757,19 @@ def sequential_table() -> str:
     return "\n".join(rows)
 
 
+@fragment("certify-throughput")
+def certify_throughput() -> str:
+    """performance: the users' path against the forward pass and Cohen's loop (the study's outputs, quoted whole)."""
+    study = EXPERIMENTS / "certify_throughput"
+    card = yaml.safe_load((study / "card.yaml").read_text())
+    parts = [f"On {card['machine'][0].lower()}{card['machine'][1:]}"]
+    for path in sorted((study / "report").glob("*.txt")):
+        command = next(c for c in card["commands"] if f"report/{path.name}" in c).split(" > ")[0]
+        relative = path.relative_to(ROOT).as_posix()
+        parts.append(f"`{command}` ([`{path.name}`](../{relative})):\n\n```\n{path.read_text().rstrip()}\n```")
+    return "\n\n".join(parts)
+
+
 @fragment("bench-outputs")
 def bench_outputs() -> str:
     """measurements: the bench outputs committed as files, each quoted whole."""
