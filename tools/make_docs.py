@@ -716,8 +716,12 @@ REPLAY_DESIGN = re.compile(
     r"(?P<share_high>[\d.]+)\); .*by the 95% interval on (?P<within>\d+), .*lowest interval end (?P<lowest>[-+\d.]+) "
     r"points; largest false-certificate share (?P<false>[\d.]+)$"
 )
-REPLAY_FLOOR = re.compile(r"^floor (?P<what>\(Wald|within 0\.5 points).*?: (?P<body>(at least )?[\d.]+x \(median; .*?\))")
-REPLAY_ROW = re.compile(r"^.{35}(?P<design>fixed n|looks|betting|informed|adaptive)\s.* at \S+\s+(?P<acr>[-+][\d.]+) \[")
+REPLAY_FLOOR = re.compile(
+    r"^floor (?P<what>\(Wald|within 0\.5 points).*?: (?P<body>(at least )?[\d.]+x \(median; .*?\))"
+)
+REPLAY_ROW = re.compile(
+    r"^.{35}(?P<design>fixed n|looks|betting|informed|adaptive)\s.* at \S+\s+(?P<acr>[-+][\d.]+) \["
+)
 
 
 def replay_acr_loss(path: Path) -> dict[str, tuple[float, float]]:
