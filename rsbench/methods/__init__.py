@@ -10,6 +10,7 @@ from rsbench.methods.smoothadv import SmoothAdv
 from rsbench.methods.smoothmix import SmoothMix
 from rsbench.methods.stability import StabilityTraining
 from rsbench.methods.standard import StandardTraining
+from rsbench.methods.sun2025 import Sun2025
 
 __all__ = [
     "CATRS",
@@ -24,4 +25,5 @@ __all__ = [
     "StabilityTraining",
     "StandardTraining",
     "StepOutput",
+    "Sun2025",
 ]
