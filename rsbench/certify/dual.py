@@ -123,19 +123,26 @@ class DualSmooth:
     Args:
         router: the smoothed router (its ``num_classes`` is K, its ``sigma`` the router's noise level).
         experts: the K smoothed experts, in the order of the router's outputs.
-        certifier: how a group of images is certified (:func:`fixed_n`, or a sequential certifier).
+        certifier: how a group of images is certified (:func:`fixed_n`, or a sequential certifier): the router's
+            images, and the experts' unless ``expert_certifier`` is given.
+        expert_certifier: how the experts' images are certified, when it differs (other n0 or n).
     """
 
-    def __init__(self, router: Smooth, experts: Sequence[Smooth], certifier: Certifier) -> None:
+    def __init__(
+        self,
+        router: Smooth,
+        experts: Sequence[Smooth],
+        certifier: Certifier,
+        expert_certifier: Certifier | None = None,
+    ) -> None:
         if router.num_classes != len(experts):
             raise ValueError(
                 f"the router chooses among {router.num_classes} sigmas but {len(experts)} experts were given"
             )
-        if len(experts) < 1:
-            raise ValueError("dual smoothing needs at least one expert")
         self.router = router
         self.experts = list(experts)
-        self.certifier = certifier
+        self.router_certifier = certifier
+        self.expert_certifier = expert_certifier or certifier
 
     @property
     def sigmas(self) -> list[float]:
@@ -162,7 +169,7 @@ class DualSmooth:
                 expert's own record with the same seeds and protocol), or ``None`` to certify them here.
         """
         seeds = [int(seed) for seed in seeds]
-        routes = self.certifier(self.router, xs, [router_seed(seed) for seed in seeds], beta)
+        routes = self.router_certifier(self.router, xs, [router_seed(seed) for seed in seeds], beta)
         classified: dict[int, Certificate] = {}
         for expert in range(len(self.experts)):
             positions = [i for i, cert in enumerate(routes) if cert.prediction == expert]
@@ -170,7 +177,7 @@ class DualSmooth:
                 continue
             given = expert_certificates(expert, positions) if expert_certificates is not None else None
             if given is None:
-                given = self.certifier(self.experts[expert], xs[positions], [seeds[i] for i in positions], alpha)
+                given = self.expert_certifier(self.experts[expert], xs[positions], [seeds[i] for i in positions], alpha)
             classified.update(zip(positions, given, strict=True))
         return [combine(routes[i], classified.get(i), self.sigmas, alpha, beta) for i in range(len(xs))]
 

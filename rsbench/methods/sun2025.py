@@ -19,7 +19,8 @@ Follows the code where it is more specific than the paper (each checked against 
 
 * p_A is the fraction of the N noisy copies whose top class is the label, in eval mode, on the training images as
   the training loader serves them (a random crop/flip on CIFAR-10), in float32 as the reference's ``.float().mean``;
-  ``p_A >= t`` keeps an image (float32 rounding decides ties such as 0.7 as in the reference). The estimate of epoch
+  ``p_A >= t`` keeps an image, compared in float32 as numpy compares the reference's float32 array with its float
+  threshold (so an exact tie such as 7 / 10 at t = 0.7 is kept). The estimate of epoch
   e uses the model at the end of epoch e - 1.
 * From epoch E on, every epoch draws as many images as the full training set, with replacement (the reference's
   ``WeightedRandomSampler(weight, len(train set))``, or a uniform ``RandomSampler`` without ``--dataset_weight``);
@@ -113,7 +114,8 @@ def p_correct(counts: Tensor, num_samples: int) -> Tensor:
 
 
 def hard_sample_mask(p_a: Tensor, threshold: float) -> Tensor:
-    """The images kept by ``--ds_hard``: p_A >= threshold, compared as the reference (float32 p_A, float threshold).
+    """The images kept by ``--ds_hard``: p_A >= threshold, compared in float32 as numpy compares the reference's
+    float32 array with a Python float (value-based casting in numpy 1, NEP 50 in numpy 2).
 
     Args:
         p_a: float32 estimates from :func:`p_correct`.
