@@ -194,9 +194,12 @@ def tiny(**options: Any) -> Sun2025:
 def test_state_survives_a_checkpoint_and_a_resumed_run_does_not_estimate_again(monkeypatch: pytest.MonkeyPatch) -> None:
     module = tiny(ds_epoch=1, dataset_weight_epoch=2)
     calls: list[tuple[int, int]] = []
-    monkeypatch.setattr(
-        module, "_estimate", lambda d, positions, n, epoch: calls.append((epoch, n)) or torch.full((len(positions),), n)
-    )
+
+    def estimate(dataset: Any, positions: torch.Tensor, n: int, epoch: int) -> torch.Tensor:
+        calls.append((epoch, n))
+        return torch.full((len(positions),), n)  # every copy correct
+
+    monkeypatch.setattr(module, "_estimate", estimate)
     module.epoch_plan(1)
     assert calls == [(1, 100), (1, 16)]
     checkpoint: dict[str, Any] = {}
@@ -204,7 +207,12 @@ def test_state_survives_a_checkpoint_and_a_resumed_run_does_not_estimate_again(m
     resumed = tiny(ds_epoch=1, dataset_weight_epoch=2)
     resumed.on_load_checkpoint(checkpoint)
     again: list[int] = []
-    monkeypatch.setattr(resumed, "_estimate", lambda *args: again.append(1) or torch.zeros(3, dtype=torch.long))
+
+    def estimate_again(*args: Any) -> torch.Tensor:
+        again.append(1)
+        return torch.zeros(3, dtype=torch.long)
+
+    monkeypatch.setattr(resumed, "_estimate", estimate_again)
     plan = resumed.epoch_plan(2)  # epoch 2 still uses epoch 1's weights (next update at 3)
     assert not again
     assert isinstance(resumed.state, SamplingState)
@@ -228,7 +236,12 @@ def test_estimate_resumes_from_its_partial_file(monkeypatch: pytest.MonkeyPatch,
     torch.save(stored, tmp_path / "partial.pt")
     counted: list[int] = []
     original = module.count_correct
-    monkeypatch.setattr(module, "count_correct", lambda x, *a: counted.append(len(x)) or original(x, *a))
+
+    def count(x: torch.Tensor, *args: Any) -> torch.Tensor:
+        counted.append(len(x))
+        return original(x, *args)
+
+    monkeypatch.setattr(module, "count_correct", count)
     assert torch.equal(module._estimate(images, positions, 8, 5), full)
     assert counted == [1, 1]
 
