@@ -75,7 +75,8 @@ def main() -> None:
     ratio_before = statistics.median(times["sun2025 before E"]) / base
     ratio_after = statistics.median(times["sun2025 after E"]) / base
     weighted = (stage * ratio_before + (150 - stage) * ratio_after) / 150
-    print(f"  the authors' CIFAR-10 schedule at sigma {args.sigma} (stage epoch {stage} of 150): {weighted:.1f}x Gaussian")
+    schedule = f"the authors' CIFAR-10 schedule at sigma {args.sigma} (stage epoch {stage} of 150)"
+    print(f"  {schedule}: {weighted:.1f}x Gaussian")
 
 
 if __name__ == "__main__":
