@@ -11,7 +11,14 @@ setup(
     package_dir={"rsbench.conf": "conf"},
     package_data={
         "rsbench.conf": ["*.yaml", "**/*.yaml"],
-        "rsbench.report": ["published.csv", "released/*.csv", "released/LICENSE", "released/*/*/*.tsv.gz"],
+        "rsbench.report": [
+            "published.csv",
+            "released/*.csv",
+            "released/*.yaml",
+            "released/LICENSE",
+            "released/*/LICENSE",
+            "released/**/*.tsv.gz",
+        ],
     },
     exclude_package_data={"rsbench.conf": ["local/*"]},  # per-machine overrides stay on the machine
 )

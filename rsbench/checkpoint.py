@@ -5,7 +5,10 @@ An rsbench checkpoint is a ``torch.save``-d dictionary (Lightning writes the one
 - ``state_dict``: the weights. The base classifier's (``Sequential(InputLayer, network)``; for ``method=denoiser`` a
   DnCNN in front of its frozen classifier) are under :data:`NET_PREFIX`, as a ``SmoothingModule`` holds them.
 - ``rsbench`` (:data:`SIGNATURE_KEY`): the signature, what the weights fit and how they were trained: ``arch``,
-  ``num_classes``, ``input_layer`` (kind, mean, std), ``sigma`` and ``method``; a denoiser checkpoint adds
+  ``num_classes``, ``input_layer`` (kind, mean, std; ``resize``, ``interpolation``, ``antialias`` and ``channels``
+  only when set), ``sigma`` and ``method``; a timm or Hugging Face network adds ``network``, how to rebuild it
+  (:mod:`rsbench.archs.pretrained`: its kind, name or config, options, the weights it started from, and ``lora``,
+  the adapters' configuration, when only LoRA adapters were trained); a denoiser checkpoint adds
   ``denoiser`` (the DnCNN's shape) and ``classifier`` (its frozen classifier's signature). :func:`check_signature`
   compares it with the model a checkpoint is loaded into.
 - whatever else its writer adds: Lightning's ``epoch``, ``hyper_parameters`` and loop state, the importer's
@@ -163,7 +166,9 @@ def read_classifier(
         network = build_classifier(inner["arch"], saved["num_classes"], inner["input_layer"], in_channels)
         built = DenoisedClassifier(build_denoiser(saved["denoiser"]), network)
     else:
-        built = build_classifier(saved["arch"], saved["num_classes"], saved["input_layer"], in_channels)
+        built = build_classifier(
+            saved["arch"], saved["num_classes"], saved["input_layer"], in_channels, network=saved.get("network")
+        )
     load_strict(built, weights, what)
     return built, saved
 

@@ -119,7 +119,7 @@ def test_queries_import_nothing_heavy(query: list[str]) -> None:
     ("module", "shown"),
     [
         ("rsbench.certify", "resume="),
-        ("rsbench.importer", "origin: cohen | smoothadv | macer | consistency | smoothmix | catrs | ddrs"),
+        ("rsbench.importer", "origin: catrs | cohen | consistency | ddrs | macer | smoothadv | smoothmix"),
     ],
 )
 def test_the_other_commands_help_imports_nothing_heavy(module: str, shown: str, tmp_path: Path) -> None:

@@ -1,11 +1,16 @@
-"""``experiments/copy_records.sh``: the records of every run are copied with their layout; checkpoints never are."""
+"""``tools/copy_records.sh``: the records of every run are copied with their layout; checkpoints, logs and status
+files never are."""
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "copy_records.sh"
+import pytest
+
+pytestmark = pytest.mark.study
+
+SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "copy_records.sh"
 
 RECORDS = [
     "certify.tsv",
@@ -13,12 +18,13 @@ RECORDS = [
     "metrics.json",
     "certify_protocol.json",
     "attack_protocol.json",
-    "status.json",
-    "certified_accuracy.png",
     ".hydra/config.yaml",
     ".hydra/overrides.yaml",
 ]
 NOT_RECORDS = [
+    "status.json",  # names the machine's folders (its resume command), the host and the process
+    "certified_accuracy.png",  # remade by the report from certify.tsv
+    ".rsbench/lock",
     "checkpoints/last.ckpt",
     "checkpoints/best.ckpt",
     "rsbench.log",

@@ -1,4 +1,5 @@
-"""``experiments/fashion_mnist_subset_bias.py``: the authors' ACR on the every-20th subset against all 10,000 images.
+"""``experiments/fashion_mnist_table/subset_bias.py``: the authors' ACR on the every-20th subset against all 10,000
+images.
 
 Tolerance: 5e-5 against numbers quoted with 4 decimals (the README's and the report's), 5e-3 against the quoted z;
 1e-9 between two means of the same 500 float64 scores summed in different orders (rounding about 1e-15).
@@ -11,9 +12,11 @@ import pytest
 from rsbench.report.released import released_logs
 from tests.scripts import experiment_script
 
+pytestmark = pytest.mark.study
+
 
 def test_every_fashion_mnist_log_is_listed_and_gaussian_at_sigma_1_is_the_tables_and_the_reports_number() -> None:
-    lines = experiment_script("fashion_mnist_subset_bias").subset_bias()
+    lines = experiment_script("fashion_mnist_table/subset_bias").subset_bias()
     assert len(lines) == 21  # 7 methods x 3 sigmas
     _, _, full, subset, z = next(line for line in lines if line[:2] == ("gaussian", 1.0))
     assert full == pytest.approx(1.3163, abs=5e-5)  # the table's number (README), all 10,000 images
@@ -30,4 +33,4 @@ def test_every_fashion_mnist_log_is_listed_and_gaussian_at_sigma_1_is_the_tables
 
 def test_a_subset_that_is_the_whole_test_set_is_refused() -> None:
     with pytest.raises(ValueError, match="skip=1: the subset must leave images out"):
-        experiment_script("fashion_mnist_subset_bias").subset_bias(1)
+        experiment_script("fashion_mnist_table/subset_bias").subset_bias(1)

@@ -20,10 +20,9 @@ from torchvision.models import resnet18, resnet50
 
 from rsbench.errors import CheckpointMismatchError, ConfigError, UnsafeFileError
 from rsbench.importer import DatasetFacts, convert, import_checkpoint, save_imported
-from rsbench.importer.__main__ import ORIGIN_NAMES
 from rsbench.importer.convert import IMPORT_KEY, check_output
-from rsbench.importer.layouts import ORIGINS
 from rsbench.loading import load_weights_only
+from rsbench.methods.card import origins
 from rsbench.models.builders import checkpoint as checkpoint_subject
 from tests.helpers import compose_config
 
@@ -461,8 +460,9 @@ def test_a_folder_that_cannot_be_written_is_refused_before_the_import(monkeypatc
     assert not list(tmp_path.glob(".*probe*"))
 
 
-def test_the_origins_help_lists_are_the_importers() -> None:
-    assert sorted(ORIGIN_NAMES) == sorted(ORIGINS)
+def test_the_importers_origins_are_the_method_cards() -> None:
+    """The importer reads the origins of the method cards (rsbench/methods/*_card.py), as before they moved there."""
+    assert sorted(origins()) == ["catrs", "cohen", "consistency", "ddrs", "macer", "smoothadv", "smoothmix"]
 
 
 @pytest.mark.parametrize(

@@ -37,6 +37,7 @@ LAYERS: dict[str, int] = {
     "rsbench.runs": 6,
     # 7: tools on top
     "rsbench.report": 7,
+    "rsbench.leaderboard": 7,  # the published logs and every run, paired (reads rsbench.report)
     "rsbench.importer": 7,
     "rsbench.bench": 7,
 }
@@ -124,7 +125,19 @@ def test_no_import_cycle_even_through_imports_inside_functions() -> None:
 def test_the_top_level_shows_the_layers() -> None:
     """``ls rsbench``: the layers' packages and the few foundation modules, nothing else."""
     entries = {p.name for p in PACKAGE.iterdir() if p.name != "__pycache__" and not p.name.startswith(".")}
-    packages = {"data", "archs", "certify", "methods", "models", "attack", "runs", "report", "importer", "bench"}
+    packages = {
+        "data",
+        "archs",
+        "certify",
+        "methods",
+        "models",
+        "attack",
+        "runs",
+        "report",
+        "leaderboard",
+        "importer",
+        "bench",
+    }
     modules = {
         "__init__.py",
         "__main__.py",

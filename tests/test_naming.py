@@ -15,9 +15,9 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
-from rsbench.runs.naming import EXECUTION_KEYS, MAX_DIRNAME, describes_setting, job_dirname, legacy_job_dirname
+from rsbench.runs.naming import MAX_DIRNAME, describes_setting, execution_keys, job_dirname, legacy_job_dirname
 from rsbench.runs.resolvers import register_resolvers
-from rsbench.runs.resume import FREE
+from rsbench.runs.resume import free_keys
 from tests.helpers import ROOT, compose_config
 
 
@@ -122,8 +122,74 @@ def test_a_seed_sweep_is_reported_with_its_seeds_and_as_a_wandb_table(tmp_path: 
 
 
 def test_what_a_resume_may_change_never_splits_a_setting_in_the_report() -> None:
-    """A resumed run keeps its .hydra/overrides.yaml, so a key it may change on resume (FREE) must not be a setting
+    """A resumed run keeps its .hydra/overrides.yaml, so a key it may change on resume (free_keys) must not be a setting
     the report groups rows by: each is a path, a display option or an execution key; only certify.max_images (the
     report reads the images certified) and method.certify_defaults (the rows' protocol check guards it) are not."""
-    setting = {key for key in FREE if describes_setting(key, "x") and key not in EXECUTION_KEYS}
+    setting = {key for key in free_keys() if describes_setting(key, "x") and key not in execution_keys()}
     assert setting == {"certify.max_images", "method.certify_defaults"}
+
+
+# ------------------------------------------------------------------------------------- rsbench.certify's folders
+
+
+def certify_run_dir(*overrides: str) -> str:
+    """The run folder ``python -m rsbench.certify <overrides>`` would write into (``hydra.run.dir``, resolved)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.hydra_config import HydraConfig
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
+        cfg = compose("certify_model", overrides=list(overrides), return_hydra_config=True)
+    HydraConfig.instance().set_config(cfg)
+    folder = str(OmegaConf.select(cfg, "hydra.run.dir"))
+    GlobalHydra.instance().clear()
+    return folder.rsplit("/", 1)[0]  # without the time of the run
+
+
+@pytest.mark.parametrize(
+    ("overrides", "folder"),
+    [
+        (
+            ["model.path=imported/cohen_cifar10_sigma0.25.ckpt", "dataset=cifar10"],
+            "outputs/cifar10/certify_checkpoint-cohen_cifar10_sigma0.25",
+        ),
+        (
+            ["model.path=outputs/mnist_embedded/catrs/sigma_0.5/2026-01-02_03-04-05/checkpoints/best.ckpt"],
+            "outputs/mnist_embedded/certify_checkpoint-catrs_sigma_0.5_2026-01-02_03-04-05_best",
+        ),
+        (
+            ["model.path=imported/cohen_cifar10_sigma0.25.ckpt", "dataset=cifar10", "certify.sigma=0.5"],
+            "outputs/cifar10/certify_checkpoint-cohen_cifar10_sigma0.25-sigma0.5",
+        ),
+        (
+            ["model=module", "model.network._target_=mypkg.nets.WideResNet", "model.weights=wrn28.pt", "model.sigma=1"],
+            "outputs/mnist_embedded/certify_module-WideResNet-wrn28-sigma1",
+        ),
+        (
+            ["model=ensemble", "model.members=[s0/checkpoints/best.ckpt,s1/checkpoints/best.ckpt,s2/x.ckpt]"],
+            "outputs/mnist_embedded/certify_ensemble-3x-s0_best",
+        ),
+        (
+            ["model=denoised", "model.denoiser_ckpt=den/dncnn.ckpt", "model.classifier.path=imported/clean.ckpt"],
+            "outputs/mnist_embedded/certify_denoised-dncnn-clean",
+        ),
+        (
+            ["model=torchvision", "model.name=resnet50", "model.weights=r50.pt"],
+            "outputs/mnist_embedded/certify_torchvision-resnet50-r50",
+        ),
+        ([], "outputs/mnist_embedded/certify_checkpoint"),  # (refused before Hydra names a folder: model.path=?)
+    ],
+)
+def test_a_certify_runs_folder_says_what_it_certified(overrides: list[str], folder: str) -> None:
+    """It was outputs/<dataset>/certify_<model kind>/<time>: two models of one kind shared a folder."""
+    assert certify_run_dir(*overrides) == folder
+
+
+def test_certifications_of_different_models_never_share_a_folder() -> None:
+    folders = {
+        certify_run_dir(f"model.path={path}")
+        for path in ("a/checkpoints/best.ckpt", "b/checkpoints/best.ckpt", "a/checkpoints/last.ckpt", "imported/c.ckpt")
+    }
+    assert len(folders) == 4
+    long = certify_run_dir(f"model.path={'x' * 300}.ckpt")
+    assert len(long.rsplit("/", 1)[1]) <= len("certify_checkpoint-") + 100  # cut, with a hash of the whole

@@ -274,8 +274,8 @@ def test_fashion_mnist_batch_sizes_are_the_authors_scripts_defaults(make_cfg: Co
     assert cfg.dataset.batch_size == script["defaults"]["batch"]
 
 
-LAMBDA_RUNS = ROOT / "experiments" / "fashion_mnist_table" / "macer_lambda"
-"""experiments/fashion_mnist_macer_lambda.sh's committed runs: the deferred epochs once, then one run per lambda."""
+LAMBDA_RUNS = ROOT / "experiments" / "fashion_mnist_macer_lambda" / "runs"
+"""experiments/fashion_mnist_macer_lambda/run.sh's committed runs: the deferred epochs once, then one run per lambda."""
 
 
 @pytest.mark.parametrize("sigma", ["0.5", "1.0"])
@@ -287,7 +287,7 @@ def test_fashion_mnist_macer_lambda_is_the_one_whose_run_follows_the_authors_log
     closest to the authors' over those epochs, and it follows their log there: within 0.03 on average over the three
     (the first epoch's difference at sigma 0.25, 0.495 against 0.525, where the script's lambda 16 tracks their log
     afterwards; sigma 0.5's lambda 8: 0.010, each epoch within 0.021; sigma 1.0's lambda 2: 0.022, its epoch 32 off by
-    0.032). Values read from the committed metrics.csv files; the next closest lambda is further by more than 0.05 on
+    0.032). Values read from the committed training logs; the next closest lambda is further by more than 0.05 on
     average (sigma 0.5: 6's 0.093; sigma 1.0: 3's 0.096), so the choice is not a tie that rounding could flip. The
     lambdas tried are whole numbers, as every lambda in the authors' commands is."""
     theirs = training_curve("macer", "fashion_mnist", float(sigma))

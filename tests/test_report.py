@@ -27,7 +27,7 @@ from rsbench.report.published import load_published, published_radii
 from rsbench.report.rows import group_rows
 from rsbench.report.tables import Options
 from tests.run_folders import ALPHA, N, make_run, radii_of, run_report
-from tests.scripts import experiment_script
+from tests.scripts import tool_script
 
 
 def test_runs_that_differ_only_in_seed_are_one_row_with_mean_sd_and_count(tmp_path: Path) -> None:
@@ -135,8 +135,9 @@ def test_a_curve_legend_names_only_the_settings_its_row_sets(tmp_path: Path) -> 
     assert sorted(curve_legend(row) for row in rows) == ["gaussian", "smoothmix method.one_step=true"]
 
 
+@pytest.mark.study
 def test_two_replicates_of_a_study_are_matched_by_setting_and_compared_over_seeds(tmp_path: Path) -> None:
-    module = experiment_script("compare_replicates")
+    module = tool_script("compare_replicates")
     rng = np.random.default_rng(7)
     for seed in range(3):
         base = radii_of(rng, size=300)

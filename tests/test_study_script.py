@@ -1,4 +1,5 @@
-"""``experiments/embedded_mnist_study.sh`` end to end on the smoke recipe: its run modes give the same job folders."""
+"""``experiments/embedded_mnist_study/run.sh`` end to end on the smoke recipe: its run modes give the same job
+folders."""
 
 from __future__ import annotations
 
@@ -7,8 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.study
+
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "experiments" / "embedded_mnist_study.sh"
+SCRIPT = ROOT / "experiments" / "embedded_mnist_study" / "run.sh"
 
 
 def study(sweep: Path, **settings: str) -> subprocess.CompletedProcess[str]:

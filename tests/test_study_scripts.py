@@ -14,9 +14,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from rsbench.certify.records import CertificationRow, write_record
 from rsbench.certify.summary import summarize, write_metrics
+
+pytestmark = pytest.mark.study
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 IMAGES = 30
@@ -74,14 +77,15 @@ def test_the_full_recipe_study_reports_from_its_committed_records(tmp_path: Path
     for seed in (0, 1, 2):
         for method, shift in (("gaussian", 0.0), ("stability", 0.05), ("macer", 0.1)):
             finished_run(root / f"{method}_sigma1.0_seed{seed}", method, 1.0, seed, shift)
-    run_script("embedded_mnist_full_recipe.sh", root, str(commit), SIGMAS="1.0")
-    paired = pd.read_csv(commit / "paired.csv")
+    run_script("embedded_mnist_full_recipe/run.sh", root, str(commit), SIGMAS="1.0")
+    paired = pd.read_csv(commit / "report" / "paired.csv")
     assert sorted(paired["method"]) == ["macer", "stability"]  # each paired against Gaussian over its 3 seeds
     copied = {str(p.relative_to(commit / "runs")) for p in (commit / "runs").rglob("*") if p.is_file()}
     assert "gaussian_sigma1.0_seed2/certify.tsv" in copied
     assert "macer_sigma1.0_seed0/logs/training_metrics.csv" in copied
     assert not any("checkpoints" in name for name in copied)
-    assert str(root) not in (commit / "report.md").read_text()  # made from the copy, not from the output root
+    report = (commit / "report" / "report.md").read_text()
+    assert str(root) not in report  # made from the copy, not from the output root
     assert not (root / "report").exists()
 
 
@@ -93,15 +97,15 @@ def test_the_catrs_lambda_study_reports_each_sigma_from_its_committed_records(tm
         finished_run(root / f"gaussian_sigma{sigma}", "gaussian", sigma, 0, 0.0)
         for lbd, shift in ((1.0, 0.05), (2.0, 0.1)):
             finished_run(root / f"catrs_sigma{sigma}_lbd{lbd}", "catrs", sigma, 0, shift, lbd=lbd)
-    run_script("embedded_mnist_catrs_lambda.sh", root, str(commit), SIGMAS="1.0")  # one sigma's reports: half the time
+    run_script("embedded_mnist_catrs_lambda/run.sh", root, str(commit), SIGMAS="1.0")  # one sigma: half the time
     assert (commit / "runs" / "catrs_sigma0.5_lbd1.0" / "certify.tsv").is_file()  # every run's records are copied
-    assert not (commit / "sigma0.5").exists()
+    assert not (commit / "report" / "sigma0.5").exists()
     for sigma in (1.0,):
-        against_gaussian = pd.read_csv(commit / f"sigma{sigma}" / "paired.csv")
+        against_gaussian = pd.read_csv(commit / "report" / f"sigma{sigma}" / "paired.csv")
         assert len(against_gaussian) == 2  # both lambdas against Gaussian
-        against_lambda_1 = pd.read_csv(commit / f"sigma{sigma}_vs_lbd1" / "paired.csv")
+        against_lambda_1 = pd.read_csv(commit / "report" / f"sigma{sigma}_vs_lbd1" / "paired.csv")
         assert len(against_lambda_1) == 1  # lambda 2 against lambda 1
         for report in (f"sigma{sigma}", f"sigma{sigma}_vs_lbd1"):
-            assert str(root) not in (commit / report / "report.md").read_text()
+            assert str(root) not in (commit / "report" / report / "report.md").read_text()
         assert (commit / "runs" / f"catrs_sigma{sigma}_lbd2.0" / "certify.tsv").is_file()
-    assert not list(root.glob("report_*"))  # nothing written beside the machine's runs
+    assert not (root / "report").exists()  # nothing written beside the machine's runs

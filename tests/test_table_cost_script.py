@@ -1,4 +1,4 @@
-"""experiments/fashion_mnist_table_cost.py: a cell's cost from the benchmark, the committed runs, the authors' logs."""
+"""experiments/fashion_mnist_table/cost.py: a cell's cost from the benchmark, the committed runs, the authors' logs."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import pandas as pd
 import pytest
 
 from tests.scripts import experiment_script
+
+pytestmark = pytest.mark.study
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "experiments" / "fashion_mnist_table" / "runs"
@@ -41,7 +43,7 @@ smoothmix         256     800.0       20.00          20.0          20.0
 
 
 def load_script() -> ModuleType:
-    return experiment_script("fashion_mnist_table_cost")
+    return experiment_script("fashion_mnist_table/cost")
 
 
 def test_each_cell_costs_its_epochs_times_its_ratio_and_the_authors_gpu_time(
@@ -61,9 +63,12 @@ def test_each_cell_costs_its_epochs_times_its_ratio_and_the_authors_gpu_time(
     times: dict[bool, list[pd.Series]] = {False: [], True: []}  # by channels-last, the faster layout for new cells
     on_gpu = []
     for tsv in sorted(RUNS.rglob("certify.tsv")):
-        if json.loads((tsv.parent / "metrics.json").read_text())["environment"]["device"] != "cpu":
+        environment = json.loads((tsv.parent / "metrics.json").read_text())["environment"]
+        if environment["device"] != "cpu":
             on_gpu.append(tsv.parent.name)  # done, but no CPU rate: their 0.03 s per image would cost nothing
             continue
+        if environment["threads"] != 1 or environment["device_name"] != "AMD EPYC":
+            continue  # MACER at 0.25: two threads of another CPU, not one core of the machine the others ran on
         times[json.loads((tsv.parent / "certify_protocol.json").read_text())["channels_last"]].append(
             pd.read_csv(tsv, sep="\t")["time"]
         )
@@ -81,3 +86,28 @@ def test_each_cell_costs_its_epochs_times_its_ratio_and_the_authors_gpu_time(
     # a benchmark at the cell's own sigma wins (SmoothMix's T grows with sigma on MNIST); else the sigma 0.5 one
     assert (cells["smoothmix", 1.0][1], cells["smoothmix", 0.25][1]) == ("20.00", "10.00")
     assert "CAT-RS's teacher, once for the three sigmas" in out
+
+
+def certified_run(folder: Path, machine: str, threads: int, seconds: float) -> None:
+    """A finished run's metrics.json and certify.tsv as far as the cost script reads them."""
+    folder.mkdir(parents=True)
+    environment = {"device": "cpu", "device_name": machine, "threads": threads}
+    facts = {"method": "gaussian", "sigma": 0.25, "num_images": 3, "environment": environment}
+    (folder / "metrics.json").write_text(json.dumps(facts))
+    rows = pd.DataFrame({"idx": [0, 20, 40], "time": [seconds] * 3})
+    rows.to_csv(folder / "certify.tsv", sep="\t", index=False)
+
+
+def test_the_certification_rate_is_one_machines_on_one_core_never_a_mix(tmp_path: Path) -> None:
+    """Runs certified on two CPUs are refused until one is chosen; a run with two threads gives no core rate."""
+    certified_run(tmp_path / "a", "AMD EPYC", 1, 10.0)
+    certified_run(tmp_path / "b", "Intel Xeon", 1, 4.0)
+    certified_run(tmp_path / "c", "AMD EPYC", 2, 1.0)
+    script = load_script()
+    with pytest.raises(SystemExit, match=r"on 2 machines \(AMD EPYC, Intel Xeon\): choose one with --machine"):
+        script.measured_runs(tmp_path)
+    done, seconds, machine = script.measured_runs(tmp_path, "AMD EPYC")
+    assert (seconds, machine) == ({"fp32": 10.0}, "AMD EPYC")  # the two-thread run's 1.0 left out
+    assert done == {("gaussian", 0.25): (3, "fp32")}
+    with pytest.raises(SystemExit, match=r"on one CPU thread .* on Apple M4"):
+        script.measured_runs(tmp_path, "Apple M4")

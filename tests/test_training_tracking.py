@@ -24,7 +24,7 @@ from rsbench.report.training_tracking import (
     track,
     train_loss_column,
 )
-from tests.scripts import experiment_script
+from tests.scripts import tool_script
 
 
 def test_every_shipped_curve_agrees_with_what_the_index_says_of_its_log() -> None:
@@ -224,7 +224,7 @@ def test_a_run_at_another_rate_is_caught_epoch_by_epoch_and_an_unlogged_rate_is_
 
 
 def tracking_script() -> ModuleType:
-    return experiment_script("fashion_mnist_training_tracking")
+    return tool_script("training_tracking")
 
 
 def hydra_run(run: Path, method: str, dataset: str, sigma: float) -> None:
@@ -235,6 +235,7 @@ def hydra_run(run: Path, method: str, dataset: str, sigma: float) -> None:
     (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"sigma": sigma}))
 
 
+@pytest.mark.study
 def test_the_script_prints_the_table_of_a_run_against_the_authors_log(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -250,6 +251,7 @@ def test_the_script_prints_the_table_of_a_run_against_the_authors_log(
     assert "| gaussian, sigma 1 | 2 | +1.80 | 0.00 | +0.90 | -0.030 | 75.7 / 67.5 | none of 2 |" in printed
 
 
+@pytest.mark.study
 def test_the_script_refuses_a_cell_the_authors_released_no_log_for(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -260,6 +262,7 @@ def test_the_script_refuses_a_cell_the_authors_released_no_log_for(
     assert "released no training log for gaussian on mnist_embedded at sigma 0.5" in capsys.readouterr().out
 
 
+@pytest.mark.study
 def test_the_script_names_a_run_that_has_logged_no_epoch_yet_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

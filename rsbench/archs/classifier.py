@@ -17,7 +17,9 @@ class Classifier(nn.Sequential):
 
     It maps images in [0,1] pixel space to logits, so noise is always added before normalization. The
     state-dict keys are ``1.<net keys>``, Cohen et al.'s layout. :meth:`signature` names what a checkpoint must
-    agree on to be loaded into this model (:func:`rsbench.checkpoint.check_signature` compares them).
+    agree on to be loaded into this model (:func:`rsbench.checkpoint.check_signature` compares them). A network
+    that is not one of :data:`rsbench.archs.registry.NETWORKS` (timm, Hugging Face) keeps how to rebuild it in
+    ``network_spec`` (:mod:`rsbench.archs.pretrained`), which the signature then holds as ``network``.
 
     Args:
         arch: the architecture's name, recorded in checkpoints (e.g. ``cifar_resnet110``).
@@ -30,6 +32,7 @@ class Classifier(nn.Sequential):
             input_layer = InputLayer(**dict(input_layer))
         super().__init__(input_layer, net)
         self.arch = arch
+        self.network_spec: dict[str, Any] | None = None
 
     @property
     def input_layer(self) -> InputLayer:
@@ -48,7 +51,8 @@ class Classifier(nn.Sequential):
 
     def signature(self) -> dict[str, Any]:
         """What identifies this model in a checkpoint: architecture, class count and input layer."""
-        return {"arch": self.arch, "num_classes": self.num_classes, "input_layer": self.input_layer.spec()}
+        network = {} if self.network_spec is None else {"network": self.network_spec}
+        return {"arch": self.arch, "num_classes": self.num_classes, "input_layer": self.input_layer.spec(), **network}
 
 
 def weights_fingerprint(model: nn.Module) -> str:

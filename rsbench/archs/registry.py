@@ -7,7 +7,7 @@ dataset (``method=ddrs dataset=cifar10`` -> ``cifar_resnet18``), while ``arch=<n
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from torch import nn
@@ -28,15 +28,33 @@ NETWORKS: dict[str, NetworkFactory] = {
 }
 
 
-def build_classifier(arch: str, num_classes: int, input_layer: Mapping[str, Any], in_channels: int = 3) -> Classifier:
+def build_classifier(
+    arch: str,
+    num_classes: int,
+    input_layer: Mapping[str, Any] | None,
+    in_channels: int = 3,
+    network: Mapping[str, Any] | None = None,
+    image_shape: Sequence[int | None] | None = None,
+) -> Classifier:
     """``Sequential(InputLayer, net)`` for the architecture named ``arch``.
 
     Args:
-        arch: one of :data:`NETWORKS` (lenet, cifar_resnet20, cifar_resnet110, cifar_resnet18, ddrs_resnet18, resnet50).
+        arch: one of :data:`NETWORKS` (lenet, cifar_resnet20, cifar_resnet110, cifar_resnet18, ddrs_resnet18, resnet50),
+            or the name to record for a pretrained ``network``.
         num_classes: the number of logits.
-        input_layer: the input layer's ``kind``, ``mean`` and ``std`` (the dataset's).
+        input_layer: the input layer's ``kind``, ``mean`` and ``std`` (the dataset's); for a pretrained ``network``,
+            what is stated of it (checked against what the network declares, :mod:`rsbench.archs.pretrained`).
         in_channels: image channels.
+        network: a timm or Hugging Face network's spec (``arch=timm``, ``arch=hf``, or a checkpoint's signature).
+        image_shape: the dataset's ``[C, H, W]`` (a pretrained network checks its resolution against it).
     """
+    if network is not None:
+        from rsbench.archs.pretrained import build_pretrained  # timm / transformers load only when asked for
+
+        shape = list(image_shape) if image_shape is not None else [in_channels, None, None]
+        return build_pretrained(arch, network, num_classes, input_layer, shape)
+    if input_layer is None:
+        raise ValueError(f"arch={arch} needs its input layer (kind, mean, std)")
     if arch not in NETWORKS:
         raise ValueError(f"arch must be one of {sorted(NETWORKS)}, got {arch!r}")
     return Classifier(arch, NETWORKS[arch](num_classes, in_channels), input_layer)

@@ -4,7 +4,8 @@
                                                [--variants ...] [--device cuda] [--memory] [--allocators]
 
 For each architecture (randomly initialised: throughput does not depend on the weights' values; ``resnet50`` takes
-3x224x224 inputs and is meant for GPUs), on ``--device`` (CUDA when present), in one process,
+3x224x224 inputs and is meant for GPUs; ``vit_tiny_mnist`` and ``vit_tiny_224`` are timm ViTs behind an input layer
+that resizes after the noise), on ``--device`` (CUDA when present), in one process,
 the variants are interleaved and repeated (this machine varies by 10-30% between processes), and each certifies the
 same images with n0 + n noisy samples per image:
 
@@ -50,11 +51,28 @@ from rsbench.models.ensemble import Ensemble
 from rsbench.runs.allocator import GLIBC_TUNABLES, OPT_OUT, reexec_with_fast_allocator
 
 NORMALIZE = {"kind": "normalize", "mean": [0.5] * 3, "std": [0.25] * 3}
+
+
+def timm_vit(shape: tuple[int, int, int], size: int, options: dict[str, int]) -> Classifier:
+    """timm's ``vit_tiny_patch16_224`` with ``options``, behind an input layer resizing ``shape`` to ``size``."""
+    from rsbench.archs.registry import build_classifier
+
+    network = {"kind": "timm", "name": "vit_tiny_patch16_224", "options": {"img_size": size, **options}}
+    return build_classifier("vit_tiny", 10, {"resize": size}, shape[0], network=network, image_shape=list(shape))
+
+
 MODELS: dict[str, Callable[[], tuple[nn.Module, tuple[int, int, int]]]] = {
     "lenet": lambda: (Classifier("lenet", LeNet(10), {"kind": "identity"}), (1, 28, 28)),
     "cifar_resnet20": lambda: (Classifier("cifar_resnet20", CifarResNet(20, 10), NORMALIZE), (3, 32, 32)),
     "cifar_resnet110": lambda: (Classifier("cifar_resnet110", CifarResNet(110, 10), NORMALIZE), (3, 32, 32)),
     "resnet50": lambda: (Classifier("resnet50", imagenet_resnet50(1000), NORMALIZE), (3, 224, 224)),
+    # timm ViTs (pip install 'rsbench[pretrained]'): the embedded-MNIST study's (28 -> 32, patch 8, width 64, depth 3)
+    # and the frontier's ViT-Tiny/16 on CIFAR-sized images resized to 224 inside the model
+    "vit_tiny_mnist": lambda: (
+        timm_vit((1, 28, 28), 32, {"patch_size": 8, "embed_dim": 64, "depth": 3, "num_heads": 2}),
+        (1, 28, 28),
+    ),
+    "vit_tiny_224": lambda: (timm_vit((3, 32, 32), 224, {}), (3, 32, 32)),
 }
 OPTIONS = ("bf16", "channels_last", "bf16+channels_last", "compile")
 

@@ -4,7 +4,7 @@
 
 The runs certify the same images of the same model with the same ``certify.seed``, so each image's selection and
 estimation streams are the same in every run: a sequential run reads the first samples of the stream fixed n reads
-(``experiments/sequential_real_models.sh`` makes such runs). For each sequential run it prints, measured on the
+(``experiments/sequential_replay/real_models.sh`` makes such runs). For each sequential run it prints, measured on the
 network: samples per image, the saving against fixed n, the paired certified-accuracy difference at every radius of
 its grid and the ACR difference (95% intervals). Then it replays FIXED_RUN's own ``certify.tsv`` through the replay
 benchmark's oracle (:mod:`rsbench.bench.replay`) with the same design, cap and n, and prints the oracle's figures

@@ -17,16 +17,14 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
 from rsbench.errors import ConfigError, RsbenchError
+from rsbench.methods.card import origins
 from rsbench.runs.cli import HELP_FLAGS, config_dir, is_query, share_config_store
 from rsbench.runs.quoting import override, shell_command
 
 log = logging.getLogger("rsbench")
 
-ORIGIN_NAMES = ("cohen", "smoothadv", "macer", "consistency", "smoothmix", "catrs", "ddrs")
-"""The ``origin=`` values (the keys of :data:`rsbench.importer.layouts.ORIGINS`, which loads torch; a test keeps the
-two equal), listed by ``--help``."""
 REQUIRED = {
-    "origin": f"the codebase that released the file, one of {', '.join(ORIGIN_NAMES)}",
+    "origin": f"the codebase that released the file, one of {', '.join(sorted(origins()))} (the method cards' origins)",
     "path": "the released file",
     "sigma": "the noise level it was trained at (the authors' folder names: noise_0.25, sig0_tr_0.25)",
 }
@@ -91,7 +89,7 @@ if __name__ == "__main__":
             check_request(sys.argv[1:], "importer")
             for arg in sys.argv[1:]:
                 if override_key(arg) == "origin":
-                    check_choice("origin", arg.split("=", 1)[1], ORIGIN_NAMES)
+                    check_choice("origin", arg.split("=", 1)[1], sorted(origins()))
         except ConfigError as error:
             print(f"rsbench: error: {error}", file=sys.stderr)
             raise SystemExit(2) from None

@@ -1,13 +1,13 @@
 """Turn a released checkpoint into an rsbench checkpoint: weights mapped by name, the input layer and sigma stated.
 
 :func:`import_checkpoint` reads the file with ``torch.load(weights_only=True)``, checks it against its origin's
-layout (:mod:`rsbench.importer.layouts`), resolves the architecture (the file's own ``arch`` entry, the dataset's
-default for the origin, or what the user names; they must agree) and the input layer (the one the authors document
-for this file, or the one the user states where the authors' models differ; they must agree), strips the layout's
-key prefix and loads every tensor into rsbench's network by name, refusing any missing, unexpected or misshapen
-key. The result carries the full rsbench signature (architecture, classes, input layer with its constants, sigma,
-method), so ``python -m rsbench.certify model.path=<it>`` and ``python -m rsbench train=false ckpt_path=<it>``
-refuse to load it into a model that differs, and a record of where it came from (``rsbench_import``).
+layout (its method card's: :mod:`rsbench.importer.layouts`), resolves the architecture (the file's own ``arch``
+entry, the dataset's default for the origin, or what the user names; they must agree) and the input layer (the one
+the authors document for this file, or the one the user states where the authors' models differ; they must agree),
+strips the layout's key prefix and loads every tensor into rsbench's network by name, refusing any missing,
+unexpected or misshapen key. The result carries the full rsbench signature (architecture, classes, input layer with
+its constants, sigma, method), so ``python -m rsbench.certify model.path=<it>`` and ``python -m rsbench train=false
+ckpt_path=<it>`` refuse to load it into a model that differs, and a record of where it came from (``rsbench_import``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,15 @@ from rsbench.archs.input_layer import INPUT_LAYER_KINDS, InputLayerKind
 from rsbench.archs.registry import NETWORKS, build_classifier
 from rsbench.checkpoint import make_checkpoint, write_checkpoint
 from rsbench.errors import CheckpointMismatchError, ConfigError
-from rsbench.importer.layouts import AUTHOR_ARCHS, LAYOUTS, ORIGINS, UNSUPPORTED_ARCHS, Layout, guess_origins
+from rsbench.importer.layouts import (
+    AUTHOR_ARCHS,
+    UNSUPPORTED_ARCHS,
+    Layout,
+    guess_origins,
+    layout_of,
+    origin_method,
+    origins,
+)
 from rsbench.loading import file_digest, load_strict, load_weights_only
 from rsbench.noise import check_sigma
 
@@ -79,7 +87,8 @@ def import_checkpoint(
     """Read a released checkpoint of ``origin`` and return it as an rsbench checkpoint (see the module docstring).
 
     Args:
-        origin: the codebase that saved it: cohen, smoothadv, macer, consistency, smoothmix, catrs or ddrs.
+        origin: the codebase that saved it: cohen, smoothadv, macer, consistency, smoothmix, catrs, ddrs (the
+            ``origin`` of a method card, :func:`rsbench.methods.card.origins`).
         path: the file.
         dataset: the dataset it was trained on.
         sigma: the noise level it was trained at (not in the file; see the authors' folder names).
@@ -94,14 +103,13 @@ def import_checkpoint(
             weights do not fit (the message names the keys and shapes that differ).
         UnsafeFileError: the file needs arbitrary unpickling.
     """
-    if origin not in ORIGINS:
-        raise ConfigError(f"origin must be one of {sorted(ORIGINS)}, got {origin!r}")
+    layout = layout_of(origin)
+    if layout is None:
+        raise ConfigError(f"origin must be one of {sorted(origins())}, got {origin!r}")
     try:
         check_sigma(sigma, "sigma")
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    layout_name, origin_method = ORIGINS[origin]
-    layout = LAYOUTS[layout_name]
     path = Path(path).expanduser()
     if dataset.name not in layout.input_layers:
         raise ConfigError(
@@ -118,8 +126,7 @@ def import_checkpoint(
     notes = _fill_num_batches_tracked(weights, classifier[1].state_dict())
     load_strict(classifier[1], weights, f"{path} ({origin} layout, prefix {prefix!r} removed, arch={network_arch})")
     _warn_on_sigma_in_path(path, sigma)
-    if origin == "ddrs":
-        notes.append("the authors' network ends in a softmax; rsbench's returns the logits before it (same top class)")
+    notes.extend(layout.notes)
     record = {
         "origin": origin,
         "repository": layout.repository,
@@ -130,7 +137,7 @@ def import_checkpoint(
         "input_layer": reason,
         "notes": notes,
     }
-    return make_checkpoint(classifier, float(sigma), method or origin_method, {IMPORT_KEY: record})
+    return make_checkpoint(classifier, float(sigma), method or origin_method(origin), {IMPORT_KEY: record})
 
 
 def save_imported(checkpoint: Mapping[str, Any], out: str | Path, overwrite: bool = False) -> Path:
@@ -194,7 +201,7 @@ def _check_file(saved: Any, layout: Layout, origin: str, path: Path) -> None:
     held = sorted(saved) if isinstance(saved, Mapping) else type(saved).__name__
     hint = ""
     if isinstance(saved, Mapping):
-        others = [o for o in guess_origins(set(saved)) if ORIGINS[o][0] != ORIGINS[origin][0]]
+        others = [o for o in guess_origins(set(saved)) if layout_of(o) is not layout]
         hint = f"; it looks like a checkpoint of {' or '.join(others)}: import it with origin=<that>" if others else ""
     raise CheckpointMismatchError(
         f"{path} is not a {origin} checkpoint: {layout.repository} saves {sorted(layout.file_keys)} with the weights "

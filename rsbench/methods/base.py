@@ -78,6 +78,8 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
         certify_defaults: certification settings this method's models are certified with where ``certify.*`` leaves
             them unset (null), e.g. the DDRS paper's sigma-search ``sigma_samples`` for MACER models; the method's
             config states them. Not a training hyperparameter (not saved with them).
+        lora: train only LoRA adapters (and the head) of a pretrained ``net`` (``+lora=default``;
+            :mod:`rsbench.methods.lora`); ``None`` trains every parameter.
     """
 
     method_name: ClassVar[str] = "base"
@@ -94,8 +96,13 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
         eval_noise_seed: int = 0,
         steps_per_batch: int = 1,
         certify_defaults: Mapping[str, Any] | None = None,
+        lora: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
+        if lora:  # LoRA fine-tuning: adapters injected (and the rest frozen) before anything reads the network
+            from rsbench.methods.lora import apply_lora
+
+            lora = apply_lora(self.method_name, net, lora)  # plain values: checkpoints are read weights-only
         if isinstance(steps_per_batch, bool) or not isinstance(steps_per_batch, int) or steps_per_batch < 1:
             raise ValueError(f"method.steps_per_batch must be an integer >= 1, got {steps_per_batch!r}")
         self.sigma = sigma
@@ -222,8 +229,8 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "epoch"}}
 
     def trainable_parameters(self) -> Iterator[torch.nn.Parameter]:
-        """The parameters the optimizer updates: all of them, unless a method freezes a part of its model."""
-        return self.parameters()
+        """The parameters the optimizer updates: all that are not frozen (LoRA freezes all but its adapters)."""
+        return (parameter for parameter in self.parameters() if parameter.requires_grad)
 
     def method_hparams(self) -> dict[str, Any]:
         """The method's hyperparameters as constructed (``self.hparams``), JSON-safe: recorded in ``metrics.json``."""

@@ -39,16 +39,18 @@ from torch import Tensor
 from rsbench.certify.sigma_search import OBJECTIVES, optimize_sigma
 from rsbench.errors import CheckpointMismatchError
 from rsbench.methods.base import SmoothingModule
+from rsbench.methods.card import cards
 from rsbench.methods.teacher import load_teacher
 from rsbench.noise import SigmaLike, check_sigma, noise_dtype
 
 log = logging.getLogger(__name__)
 
-BASE_METHODS: dict[str, str] = {
-    "gaussian": "rsbench.methods.gaussian.GaussianAugmentation",
-    "smoothadv": "rsbench.methods.smoothadv.SmoothAdv",
-    "macer": "rsbench.methods.macer.MACER",
-}
+
+def base_methods() -> dict[str, str]:
+    """The methods DS^2 can wrap (``method.base``): name -> class, from the cards that say ``ddrs_base``."""
+    return {card.name: card.target for card in cards() if card.ddrs_base}
+
+
 MEMORY_KEY = "ddrs_sigma_memory"
 
 
@@ -176,7 +178,7 @@ def data_dependent(
     base_args: Mapping[str, Any] | None = None,
     **common: Any,
 ) -> SmoothingModule:
-    """Build ``base`` (gaussian, smoothadv or macer) trained with data-dependent sigma (DS^2).
+    """Build ``base`` (gaussian, smoothadv or macer: :func:`base_methods`) trained with data-dependent sigma (DS^2).
 
     Args:
         base: the base method's name.
@@ -192,9 +194,10 @@ def data_dependent(
         base_args: changes to the chosen base method's hyperparameters.
         **common: the arguments every method takes (net, sigma, optimizer, scheduler, ...).
     """
-    if base not in BASE_METHODS:
-        raise ValueError(f"method.base must be one of {sorted(BASE_METHODS)}, got {base!r}")
-    base_class = get_class(BASE_METHODS[base])
+    bases = base_methods()
+    if base not in bases:
+        raise ValueError(f"method.base must be one of {sorted(bases)}, got {base!r}")
+    base_class = get_class(bases[base])
     module_class = type(
         f"DataDependent{base_class.__name__}",
         (DataDependentSigma, base_class),

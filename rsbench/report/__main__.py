@@ -18,14 +18,8 @@ import logging
 import sys
 from pathlib import Path
 
-from rsbench.report.build import build_sections
-from rsbench.report.load import ReportError, find_results
-from rsbench.report.plots import write_figures
-from rsbench.report.render import markdown, write_report
-from rsbench.report.rows import group_rows
-from rsbench.report.tables import Options
-
 log = logging.getLogger("rsbench.report")
+# Nothing above imports pandas, scipy or matplotlib: --help and a bad argument answer at once; main() loads them.
 
 
 def parser() -> argparse.ArgumentParser:
@@ -82,6 +76,13 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if not 0 < args.confidence < 1:
         parser().error(f"--confidence must be in (0, 1), got {args.confidence}")
+    from rsbench.report.build import build_sections
+    from rsbench.report.load import ReportError, find_results
+    from rsbench.report.plots import write_figures
+    from rsbench.report.render import markdown, write_report
+    from rsbench.report.rows import group_rows
+    from rsbench.report.tables import Options
+
     options = Options(tuple(sorted(set(args.radii))), args.confidence, args.ci_method, args.acr_interval)
     try:
         results = find_results(

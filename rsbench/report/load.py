@@ -23,6 +23,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,8 @@ from rsbench.certify.bounds import radius_cap
 from rsbench.certify.records import read_records
 from rsbench.certify.subset import indices_digest
 from rsbench.errors import RsbenchError
-from rsbench.runs.naming import EXECUTION_KEYS, describes_setting, override_key
+from rsbench.methods.card import method_of_log_folder
+from rsbench.runs.naming import describes_setting, execution_keys, override_key
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +46,6 @@ COHEN_COLUMNS = ("idx", "label", "predict", "radius", "correct")
 FIXED_STEM = "certify_fixed_sigma"  # the sound certificates beside data-dependent ones (CertifyCallback)
 DATASETS = ("cifar100", "cifar10", "fashion_mnist", "fmnist", "mnist", "svhn", "imagenet")
 FAMILIES = {"mnist_embedded": "mnist", "fmnist": "fashion_mnist"}
-# The folder names of the authors' released logs (alinlab/smoothing-catrs data/, the Jeong lineage) -> rsbench methods.
-LOG_FOLDERS = {"cohen": "gaussian", "stab": "stability", "salman": "smoothadv", "cat-rs": "catrs"}
 COHEN_ARCHS = {"resnet110": "cifar_resnet110", "resnet50": "resnet50"}  # Cohen et al.'s folder names
 
 
@@ -111,9 +111,9 @@ class Result:
         """The method with its variant, as shown in tables."""
         return f"{self.method} ({self.variant})" if self.variant else self.method
 
-    @property
+    @cached_property
     def images(self) -> tuple[int, ...]:
-        """The certified image indices, in order."""
+        """The certified image indices, in order (computed once: ``records`` is read-only)."""
         return tuple(int(i) for i in self.records["idx"])
 
     @property
@@ -388,7 +388,7 @@ def read_cohen_tsv(
     noise = str(frame["noise"].iloc[0]) if "noise" in frame.columns and len(frame) else "gaussian"
     return Result(
         source=path,
-        method=LOG_FOLDERS.get(method, method),
+        method=method_of_log_folder(method),
         variant=variant,
         dataset=dataset,
         family=FAMILIES.get(dataset, dataset),
@@ -455,8 +455,8 @@ def _read_json(path: Path) -> dict[str, Any]:
 def _read_hydra(run: Path) -> dict[str, Any]:
     """The run's descriptive overrides (``key -> value``), group choices and config from ``.hydra/``, if there.
 
-    Execution settings (``EXECUTION_KEYS``: batch sizes, loader processes) are left out: runs differing only there
-    sample the same distributions, so they are seeds of one setting.
+    Execution settings (:func:`~rsbench.runs.naming.execution_keys`: batch sizes, loader processes) are left out:
+    runs differing only there sample the same distributions, so they are seeds of one setting.
     """
     hydra: dict[str, Any] = {"overrides": {}, "choices": {}, "config": None}
     overrides_file, config_file = run / ".hydra" / "overrides.yaml", run / ".hydra" / "config.yaml"
@@ -465,10 +465,11 @@ def _read_hydra(run: Path) -> dict[str, Any]:
         runtime = (yaml.safe_load(hydra_file.read_text()) or {}).get("hydra", {}).get("runtime", {})
         hydra["choices"] = dict(runtime.get("choices") or {})
     if overrides_file.exists():
+        execution = execution_keys()
         for override in yaml.safe_load(overrides_file.read_text()) or []:
             key, _, value = str(override).partition("=")
             key = override_key(key)
-            if describes_setting(key, value) and key not in EXECUTION_KEYS and not str(override).startswith("~"):
+            if describes_setting(key, value) and key not in execution and not str(override).startswith("~"):
                 hydra["overrides"][key] = canonical(value)
     if config_file.exists():
         hydra["config"] = OmegaConf.load(config_file)

@@ -1,50 +1,112 @@
-"""The authors' released per-image certification logs that ship with rsbench, as data.
+"""The field's released per-image certification logs, as data: the ones rsbench ships and the cards of all of them.
 
-``released/index.csv`` (next to this module) lists every log: the repository, commit and path it was taken from, the
-SHA-256 of the original file, the method (rsbench's name), the variant, dataset, architecture, sigma, the number of
-images and the protocol (n0, n, alpha), the median of the ``time`` column (seconds per image on the authors' GPU) and
-the file under ``released/`` (a gzipped Cohen-format TSV, ``time`` column dropped).
-``training_logs.csv`` summarises the training log beside each TSV and names its copy (``sigma_<s>.training.tsv.gz``:
-the authors' ``log.txt`` per epoch without its wall clock, :func:`training_curve`).
-``experiments/import_released_logs.py`` rebuilds the folder from a clone of the repository.
+``released/sources.yaml`` (next to this module) has one card per repository that released logs: the paper, the
+repository and the commit read, its licence, the protocol it documents, the GPU where stated, and what it states
+about training data, subsets and cost. ``released/index.csv`` lists every log: the repository, commit and path it was
+taken from, the SHA-256 of the original file, what it certifies in rsbench's names (method, the authors' setting and
+the hyperparameters in rsbench's names, run id, dataset, architecture, sigma, the sigma the model was trained at,
+training data), the images (count and subset rule), the protocol (n0, n, alpha: the alpha its largest radius is
+consistent with), the authors' wall clock (the median of the ``time`` column per image, and its sum) and the file under
+``released/`` (a gzipped Cohen-format TSV, ``time`` column dropped) where the licence lets rsbench ship it. A log
+byte-identical to one listed before it names that one in ``same_as``. ``summary.csv`` holds every distinct file's
+numbers (by SHA-256): ACR and the sd of the per-image scores, and the images certified correctly at every radius of a
+1/16 grid up to 4, so a log that is not shipped still has its ACR and certified accuracy with their intervals.
+``training_logs.csv`` summarises the CAT-RS authors' training logs and names their copies
+(``sigma_<s>.training.tsv.gz``: the authors' ``log.txt`` per epoch without its wall clock, :func:`training_curve`).
+``python -m rsbench.leaderboard.importer <clones...>`` rebuilds the folder.
 
-These are the CAT-RS authors' logs (alinlab/smoothing-catrs, MIT licence, ``released/LICENSE``): every method of
-their CIFAR-10 and Fashion-MNIST tables and CAT-RS on MNIST, all test images at n = 100,000, alpha = 0.001.
-Cohen et al.'s logs (locuslab/smoothing) carry no licence and are not shipped; read them from a clone by path.
+Licences: the CAT-RS (alinlab/smoothing-catrs), SmoothAdv (Hadisalman/smoothing-adversarial), Consistency
+(jh-jeong/smoothing-consistency) and SmoothMix (jh-jeong/smoothmix) repositories are MIT-licensed: their logs ship
+with their LICENSE (``released/LICENSE`` for CAT-RS, ``released/<source>/LICENSE`` for the others). Cohen et al.'s
+(locuslab/smoothing) and Sun et al.'s (eth-sri/acr-weakness) repositories carry no licence: their logs are not
+shipped; :meth:`ReleasedLog.read` reads them from a clone by path and checks the SHA-256 against the index.
+
+:func:`released_logs` keeps its first meaning, the 44 CAT-RS logs of CIFAR-10, MNIST and Fashion-MNIST that the
+report pairs rsbench's rows with (``--against-released``) and the replay benchmark replays; :func:`catalogue` is every
+log, shipped or not.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+import subprocess
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+import yaml
 
-from rsbench.report.load import Result, read_cohen_tsv
+from rsbench.report.load import ReportError, Result, read_cohen_tsv
 
 if TYPE_CHECKING:  # importlib.resources.abc is Python 3.11+; annotations only
     from importlib.resources.abc import Traversable
 
 
 @dataclass(frozen=True)
+class Summary:
+    """A log's numbers without its per-image rows (``summary.csv``).
+
+    Attributes:
+        images: certified images.
+        correct: images predicted correctly (radius 0 or more).
+        abstained: images where CERTIFY abstained.
+        acr: the mean of correct x radius over the images.
+        acr_sd: the sample sd of correct x radius (for the t interval of ACR).
+        largest_radius: the largest radius in the log.
+        counts: (radius, images certified correctly at that radius or more) on the grid 0, 1/16, ..., 4.
+    """
+
+    images: int
+    correct: int
+    abstained: int
+    acr: float
+    acr_sd: float
+    largest_radius: float
+    counts: tuple[tuple[float, int], ...] = field(repr=False)
+
+    def certified(self, radius: float) -> int | None:
+        """Images certified correctly at ``radius`` or more; None for a radius off the grid."""
+        for grid, count in self.counts:
+            if math.isclose(grid, radius, abs_tol=1e-9):
+                return count
+        return None
+
+
+@dataclass(frozen=True)
 class ReleasedLog:
-    """One released log: where it came from, what it certifies, and the file rsbench ships.
+    """One released log: where it came from, what it certifies, its numbers, and the file rsbench ships (if any).
 
     Attributes:
         repository: ``owner/name`` on GitHub.
         commit: the commit the file was read at.
         path: the file's path in that repository.
-        method, variant, dataset, arch, sigma: what it certifies, in rsbench's names (variant as ``key=value``).
-        images: the number of certified test images.
-        n0, n, alpha: the certification protocol.
+        method, variant, dataset, arch, sigma: what it certifies, in rsbench's names (variant as ``key=value``: what
+            a rsbench row must have to be paired with it by the report).
+        images: the number of certified images.
+        n0, n, alpha: the certification protocol (alpha: the one its largest radius is consistent with).
         seconds_per_image: the median of the original's ``time`` column: the authors' wall clock per image (their
             GPU), for estimating what certifying costs on one.
-        file: the shipped copy.
+        file: the shipped copy, None where the licence does not let rsbench ship it.
+        source: its card in ``sources.yaml``.
+        sha256: of the original file.
+        setting: the authors' name of the configuration (their folder), "" for a method's one configuration.
+        hparams: the configuration in rsbench's hyperparameter names (``key=value;...``).
+        seed: the run's id where a setting has several runs, else "".
+        training: the training data.
+        split: ``test`` (the test or validation set) or ``train``.
+        trained_sigma: the sigma the model was trained at (``sigma`` is the one certified at).
+        subset: which images, as a rule (``every 20th test image (500)``).
+        alpha_note: why alpha differs from the card's, if it does.
+        certify_seconds: the sum of the ``time`` column (nan where the log has none).
+        report: the report pairs rows with it and the replay benchmark replays it (:func:`released_logs`).
+        same_as: ``repository:path`` of an identical file listed before it, else "".
+        summary: its numbers.
     """
 
     repository: str
@@ -60,36 +122,145 @@ class ReleasedLog:
     n: int
     alpha: float
     seconds_per_image: float
-    file: Path
+    file: Path | None
+    source: str = ""
+    sha256: str = ""
+    setting: str = ""
+    hparams: str = ""
+    seed: str = ""
+    training: str = ""
+    split: str = "test"
+    trained_sigma: float = math.nan
+    subset: str = ""
+    alpha_note: str = ""
+    certify_seconds: float = math.nan
+    report: bool = False
+    same_as: str = ""
+    summary: Summary | None = field(default=None, repr=False)
 
     @property
     def reference(self) -> str:
         """``owner/name@commit path``: enough to find the original file."""
         return f"{self.repository}@{self.commit[:7]} {self.path}"
 
-    def read(self) -> Result:
+    @property
+    def shipped(self) -> bool:
+        """Whether rsbench ships the per-image rows."""
+        return self.file is not None
+
+    def read(self, clones: Iterable[Path] = ()) -> Result:
         """The log as a report result (method, dataset, sigma and protocol from the index).
 
-        Read once per process: a report pairs a row with its log and also recomputes the published number from it.
-        The result is shared, so treat it (its ``records`` frame too) as read-only.
+        A shipped log is read from the package; any other from the first of ``clones`` (clones of its repository:
+        work trees, ``.git`` folders or bare repositories) that holds the file with its SHA-256: the work tree's
+        file at ``path``, else ``git show <commit>:<path>``. Read once per process (per log and clones): the result
+        is shared, so treat it (its ``records`` frame too) as read-only.
+
+        Raises:
+            ReportError: the log is not shipped and no clone holds it (the message says which repository to clone).
         """
-        return _read_released(self)
+        return _read_released(self, tuple(Path(c) for c in clones) if not self.shipped else ())
+
+    def located(self, clones: Iterable[Path]) -> bool:
+        """Whether the log can be read per image: shipped, or held by one of ``clones`` with its SHA-256."""
+        return self.shipped or _original(self, tuple(Path(c) for c in clones)) is not None
 
 
 @functools.cache
-def _read_released(log: ReleasedLog) -> Result:
-    result = read_cohen_tsv(log.file, label=log.method, sigma=log.sigma, dataset=log.dataset, n=log.n, alpha=log.alpha)
+def _read_released(log: ReleasedLog, clones: tuple[Path, ...]) -> Result:
+    if log.file is not None:
+        result = _as_result(log, log.file)
+    else:
+        original = _original(log, clones)
+        if original is None:
+            raise ReportError(
+                f"{log.reference} is not shipped with rsbench (its repository has no licence that allows it); "
+                f"clone https://github.com/{log.repository} and pass the clone (clones=[path]) to read it per image"
+            )
+        with tempfile.TemporaryDirectory() as folder:
+            copy = Path(folder) / "log.tsv"
+            copy.write_bytes(original)
+            result = _as_result(log, copy)
+    return result
+
+
+def _as_result(log: ReleasedLog, path: Path) -> Result:
+    result = read_cohen_tsv(path, label=log.method, sigma=log.sigma, dataset=log.dataset, n=log.n, alpha=log.alpha)
     protocol = {**result.protocol, "n0": log.n0}
-    return Result(**{**result.__dict__, "arch": log.arch, "protocol": protocol, "source": log.file})
+    trained = log.trained_sigma
+    variant = "" if math.isnan(trained) or trained == log.sigma else f"trained at sigma {trained:g}"
+    return replace(result, arch=log.arch, protocol=protocol, source=log.file or Path(log.path), variant=variant)
+
+
+@functools.cache
+def _original(log: ReleasedLog, clones: tuple[Path, ...]) -> bytes | None:
+    """The original file from the first clone that holds it with the index's SHA-256, else None."""
+    for clone in clones:
+        candidates = []
+        if (clone / log.path).is_file():
+            candidates.append((clone / log.path).read_bytes())
+        shown = subprocess.run(["git", "-C", str(clone), "show", f"{log.commit}:{log.path}"], capture_output=True)
+        if shown.returncode == 0:
+            candidates.append(shown.stdout)
+        for content in candidates:
+            if hashlib.sha256(content).hexdigest() == log.sha256:
+                return content
+    return None
+
+
+def catalogue(
+    *,
+    dataset: str | None = None,
+    source: str | None = None,
+    duplicates: bool = False,
+) -> list[ReleasedLog]:
+    """Every released log with a card, shipped or not, in the index's order.
+
+    Args:
+        dataset: keep this dataset's logs only.
+        source: keep this card's logs only (``cohen2019``, ...).
+        duplicates: also the logs byte-identical to one listed before them (``same_as``).
+    """
+    return [
+        log
+        for log in _index()
+        if (dataset is None or log.dataset == dataset)
+        and (source is None or log.source == source)
+        and (duplicates or not log.same_as)
+    ]
 
 
 def released_logs(
     *, dataset: str | None = None, method: str | None = None, sigma: float | None = None
 ) -> list[ReleasedLog]:
-    """The shipped logs, in the index's order, keeping those that match every argument given."""
+    """The CAT-RS logs the report pairs with and the replay benchmark replays, keeping those that match every argument.
+
+    These are the 44 logs of the CAT-RS authors' CIFAR-10, MNIST and Fashion-MNIST tables (all shipped), in the
+    index's order; :func:`catalogue` has every other released log.
+    """
+    return [
+        log
+        for log in _index()
+        if log.report
+        and (dataset is None or log.dataset == dataset)
+        and (method is None or log.method == method)
+        and (sigma is None or math.isclose(log.sigma, sigma))
+    ]
+
+
+def source_cards() -> dict[str, dict[str, Any]]:
+    """The cards of ``sources.yaml``: per source, its paper, repository, commit, licence, protocol, gpu, facts."""
+    with _released_folder().joinpath("sources.yaml").open() as file:
+        cards: dict[str, dict[str, Any]] = yaml.safe_load(file)
+    return cards
+
+
+@functools.cache
+def _index() -> tuple[ReleasedLog, ...]:
     folder = _released_folder()
-    index = pd.read_csv(str(folder.joinpath("index.csv")), dtype={"variant": str}, keep_default_na=False)
-    logs = [
+    index = pd.read_csv(str(folder.joinpath("index.csv")), dtype=str, keep_default_na=False)
+    summaries = _summaries()
+    return tuple(
         ReleasedLog(
             repository=row.repository,
             commit=row.commit,
@@ -103,18 +274,46 @@ def released_logs(
             n0=int(row.n0),
             n=int(row.n),
             alpha=float(row.alpha),
-            seconds_per_image=float(row.seconds_per_image),
-            file=Path(str(folder.joinpath(row.file))),
+            seconds_per_image=_float(row.seconds_per_image),
+            file=Path(str(folder.joinpath(row.file))) if row.file else None,
+            source=row.source,
+            sha256=row.sha256,
+            setting=row.setting,
+            hparams=row.hparams,
+            seed=row.seed,
+            training=row.training,
+            split=row.split,
+            trained_sigma=float(row.trained_sigma),
+            subset=row.subset,
+            alpha_note=row.alpha_note,
+            certify_seconds=_float(row.certify_seconds),
+            report=row.report == "True",
+            same_as=row.same_as,
+            summary=summaries.get(row.sha256),
         )
         for row in index.itertuples()
-    ]
-    return [
-        log
-        for log in logs
-        if (dataset is None or log.dataset == dataset)
-        and (method is None or log.method == method)
-        and (sigma is None or math.isclose(log.sigma, sigma))
-    ]
+    )
+
+
+def _summaries() -> dict[str, Summary]:
+    frame = pd.read_csv(str(_released_folder().joinpath("summary.csv")))
+    grid = [c for c in frame.columns if c.startswith("n@")]
+    return {
+        row["sha256"]: Summary(
+            images=int(row["images"]),
+            correct=int(row["correct"]),
+            abstained=int(row["abstained"]),
+            acr=float(row["acr"]),
+            acr_sd=float(row["acr_sd"]),
+            largest_radius=float(row["largest_radius"]),
+            counts=tuple((float(c[2:]), int(row[c])) for c in grid),
+        )
+        for row in frame.to_dict("records")
+    }
+
+
+def _float(text: str) -> float:
+    return float(text) if text else math.nan
 
 
 def training_logs() -> pd.DataFrame:

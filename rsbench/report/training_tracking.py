@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from rsbench.methods.card import find_card
 from rsbench.report.released import rates_trained_with
 
 LR_RTOL = 1e-4
@@ -27,28 +28,34 @@ LR_RTOL = 1e-4
 relative error of 3e-6); a StepLR drop changes it by a factor 10."""
 
 LOG_NAMES = ("logs/metrics.csv", "logs/training_metrics.csv")
-"""Where a run folder (or a copy of its records, :file:`experiments/copy_records.sh`) keeps its CSV training log."""
+"""Where a run folder (or a copy of its records, :file:`tools/copy_records.sh`) keeps its CSV training log."""
 
-AUTHORS_TRAIN_LOSS = {
-    "consistency": "train/cross_entropy",  # train_consistency.py: losses.update(loss_xent.item(), ...)
-    "stability": "train/cross_entropy",  # train_stab.py: losses.update(loss_xent.item(), ...)
-    "catrs": "train/loss_low",  # train_catrs.py: losses.update(loss_xent.mean().item(), ...)
-    "macer": "train/classification",  # train_macer.py logs macer_train's cl_total, the classification loss alone
-}
-"""The term of rsbench's log that the authors' "train loss" is, where it is not the whole loss: their Consistency,
-Stability, CAT-RS and MACER scripts log only the cross-entropy part (alinlab/smoothing-catrs@d4bc576, ``code/``)."""
-
-WITHOUT_TRAIN_ACCURACY = frozenset({"macer", "smoothmix"})
-"""Methods whose authors' log has no train accuracy: ``train_macer.py`` and ``train_smoothmix.py`` write 0.0 in its
-column (neither training loop measures it), which is read as missing, not compared."""
+DEFAULT_LOSS_COLUMN = "train/loss_epoch"
+"""The whole loss, per epoch: the authors' "train loss" unless the method's card names one of its terms."""
 
 
 def train_loss_column(method: str) -> str:
-    """The column of an rsbench run's CSV log comparable with the authors' "train loss" for ``method``."""
-    return AUTHORS_TRAIN_LOSS.get(method, "train/loss_epoch")
+    """The column of an rsbench run's CSV log comparable with the authors' "train loss" for ``method``.
+
+    The method's card says it (:attr:`rsbench.methods.card.MethodCard.train_loss_column`): Consistency, Stability,
+    CAT-RS and MACER's released scripts log only their cross-entropy term (alinlab/smoothing-catrs@d4bc576,
+    ``code/``); a method without a card is compared on its whole loss.
+    """
+    card = find_card(method)
+    return card.train_loss_column if card is not None else DEFAULT_LOSS_COLUMN
 
 
-def run_training_log(run: Path, loss_column: str = "train/loss_epoch") -> pd.DataFrame:
+def authors_log_train_accuracy(method: str) -> bool:
+    """Whether the authors' training log of ``method`` has a train accuracy, as its card says.
+
+    ``train_macer.py`` and ``train_smoothmix.py`` write 0.0 in its column (neither loop measures it), which is read
+    as missing, not compared.
+    """
+    card = find_card(method)
+    return card.logs_train_accuracy if card is not None else True
+
+
+def run_training_log(run: Path, loss_column: str = DEFAULT_LOSS_COLUMN) -> pd.DataFrame:
     """The run's training per epoch: ``epoch``, ``train_acc`` (%), ``train_loss`` (from ``loss_column``), ``lr``.
 
     Raises:
@@ -91,7 +98,7 @@ class TrackingSummary:
     Attributes:
         epochs: epochs both logged.
         d_first: train accuracy difference (points) at the first epoch both logged; NaN where the authors' log
-            has no train accuracy (:data:`WITHOUT_TRAIN_ACCURACY`), as the next two.
+            has no train accuracy (:func:`authors_log_train_accuracy`), as the next two.
         max_abs_d_later: the largest absolute train accuracy difference over the later epochs.
         mean_d: the mean train accuracy difference over all compared epochs.
         loss_mean_d: the mean train loss difference over all compared epochs (the loss the authors log,
@@ -147,14 +154,14 @@ def track(run: Path, method: str, theirs: pd.DataFrame) -> tuple[pd.DataFrame, T
     """The run's training against the authors' log ``theirs`` of its cell: :func:`compare_training` and its summary.
 
     The run's loss is the one the authors log for ``method`` (:func:`train_loss_column`); the authors' train
-    accuracy is missing (NaN) for the methods of :data:`WITHOUT_TRAIN_ACCURACY`.
+    accuracy is missing (NaN) where their log has none (:func:`authors_log_train_accuracy`).
 
     Raises:
         FileNotFoundError, KeyError: as :func:`run_training_log`.
         ValueError: the run and the log have no epoch in common.
     """
     path, log = _read_log(run)
-    if method in WITHOUT_TRAIN_ACCURACY:
+    if not authors_log_train_accuracy(method):
         theirs = theirs.assign(train_acc=math.nan)
     compared = compare_training(_per_epoch(path, log, train_loss_column(method)), theirs)
     return compared, summarize(compared, _noisy_test_accuracy(log), theirs)

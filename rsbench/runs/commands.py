@@ -4,7 +4,7 @@ The command line is checked and expanded here, then Hydra composes the config an
 it with the same lock, resume, stop, status and error handling for both.
 
 Nothing here imports torch: ``--help`` and ``--cfg job`` answer at once, and a bad request is refused before the
-heavy imports of a run (:mod:`rsbench.runs.request`).
+heavy imports of a run (:mod:`rsbench.runs.request`, :mod:`rsbench.runs.precheck`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from rsbench.errors import ConfigError
+from rsbench.errors import ConfigError, RunDirectoryBusyError
 from rsbench.runs.allocator import reexec_with_fast_allocator
 from rsbench.runs.cli import CERTIFY, HELP_FLAGS, TRAIN, Command, expand_resume, is_query, share_config_store
 
@@ -26,6 +26,7 @@ def main(command: Command, hydra_main: Callable[[], Any]) -> None:
     ``hydra_main`` is the command's ``@hydra.main`` function (defined in its ``__main__`` module, whose name Hydra
     gives the job). A bad request ends here with one line, ``rsbench: error: ...``, and exit status 2.
     """
+    from rsbench.runs.precheck import check_before_run  # (torch-free)
     from rsbench.runs.request import check_request  # (torch-free)
 
     arguments = sys.argv[1:]
@@ -36,7 +37,8 @@ def main(command: Command, hydra_main: Callable[[], Any]) -> None:
         arguments = expand_resume(arguments, command)
         if not query:
             check_request(arguments, command.config_name)
-    except ConfigError as error:
+            check_before_run(arguments, command)
+    except (ConfigError, RunDirectoryBusyError) as error:
         print(f"rsbench: error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
     if not query:

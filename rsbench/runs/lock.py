@@ -47,15 +47,10 @@ class RunLock:
         try:
             fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:  # held by another process (EWOULDBLOCK)
-            holder = _read_holder(self.path)
             if not self.wait:
                 file.close()
-                stop = f"kill -TERM {holder['pid']}" if "pid" in holder else "kill -TERM <its pid>"
-                raise RunDirectoryBusyError(
-                    f"{self.path.parent.parent} is in use by {_describe(holder)}; wait for it to finish, or stop it "
-                    f"({stop}) and resume it, or choose another hydra.run.dir"
-                ) from None
-            log.info("waiting for %s to finish with %s", _describe(holder), self.path.parent.parent)
+                raise busy_error(self.path.parent.parent) from None
+            log.info("waiting for %s to finish with %s", _describe(_read_holder(self.path)), self.path.parent.parent)
             fcntl.flock(file, fcntl.LOCK_EX)
         except OSError as error:  # a file system without locks (Lustre mounted with noflock, some FUSE mounts)
             log.warning("cannot lock %s (%s): nothing stops a second process from writing into it", self.path, error)
@@ -96,6 +91,16 @@ def is_held(directory: Path) -> bool:
             return False
         fcntl.flock(file, fcntl.LOCK_UN)
     return False
+
+
+def busy_error(directory: Path) -> RunDirectoryBusyError:
+    """The error for run ``directory`` held by another process: who holds it, and what to do."""
+    holder = _read_holder(Path(directory) / LOCK_FILE)
+    stop = f"kill -TERM {holder['pid']}" if "pid" in holder else "kill -TERM <its pid>"
+    return RunDirectoryBusyError(
+        f"{directory} is in use by {_describe(holder)}; wait for it to finish, or stop it ({stop}) and resume it, "
+        "or choose another hydra.run.dir"
+    )
 
 
 def _this_process(command: str | None) -> dict[str, Any]:

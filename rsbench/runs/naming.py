@@ -9,26 +9,22 @@ A sweep such as ``python -m rsbench -m method=consistency method.lbd=5,10 seed=0
   draws as one line with a band;
 - W&B tags ``consistency``, ``mnist_embedded``, ``sigma=0.25``, ``method.lbd=5``, ``seed=0``.
 
-Overrides whose values are paths (checkpoints, data directories) name no hyperparameter and are left out.
+Overrides whose values are paths (checkpoints, data directories) name no hyperparameter and are left out: the
+keys of :data:`PATH_KEYS` and each method card's path arguments (:func:`path_keys`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Collection, Sequence
-from pathlib import Path
+from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path, PurePath
+from typing import Any
 
-PATH_KEYS = frozenset(
-    {
-        "ckpt_path",
-        "data_dir",
-        "dataset.data_dir",
-        "trainer.default_root_dir",
-        "method.teacher_ckpt",
-        "method.teacher_cache_dir",
-    }
-)
+from rsbench.methods.card import cards
+
+PATH_KEYS = frozenset({"ckpt_path", "data_dir", "dataset.data_dir", "trainer.default_root_dir"})
+"""The keys whose values are paths, besides the methods' (:func:`path_keys`)."""
 # How a run is run or shown, not what it computes: left out of names (and of the report's setting columns).
 PRESENTATION_KEYS = frozenset(
     {"trainer.enable_progress_bar", "trainer.enable_model_summary", "trainer.log_every_n_steps"}
@@ -44,17 +40,32 @@ EXECUTION_KEYS = frozenset(
         "dataset.download",
         "dataset.eval_batch_size",
         "trainer.accelerator",
-        "method.teacher_batch_size",
         "certify.batch_size",
         "certify.images_per_batch",
         "attack.batch_size",
     }
 )
+"""The execution settings of every run, besides the methods' (:func:`execution_keys`)."""
 MAX_DIRNAME = 200  # well under the 255 bytes most filesystems allow for one path component
 MAX_TAG = 64  # W&B's limit on one tag
+MAX_MODEL_NAME = 100  # the model's part of a rsbench.certify folder name
+GENERIC_STEMS = frozenset({"best", "last", "checkpoint", "model", "model_best", "final", "weights", "net"})
+"""File names that say nothing of the model (``checkpoints/best.ckpt``): its folders name it instead."""
+MODEL_SUFFIXES = frozenset({".ckpt", ".pt", ".pth", ".tar", ".pt2", ".bin", ".safetensors", ".pkl", ".rsbench"})
+ROOT_FOLDERS = frozenset({"checkpoints", "outputs", "multirun", "", ".", ".."})
 _LIST_BRACKETS = re.compile(r"[\[\](){}'\"]")
 _LIST_SEPARATOR = re.compile(r"\s*,\s*")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
+
+
+def path_keys() -> frozenset[str]:
+    """Every key whose value is a path: :data:`PATH_KEYS` and each method card's (``method.teacher_ckpt``, ...)."""
+    return PATH_KEYS.union(*(card.path_keys for card in cards()))
+
+
+def execution_keys() -> frozenset[str]:
+    """Every execution setting: :data:`EXECUTION_KEYS` and each method card's (``method.teacher_batch_size``)."""
+    return EXECUTION_KEYS.union(*(card.execution_keys for card in cards()))
 
 
 def override_key(override: str) -> str:
@@ -73,7 +84,7 @@ def describes_setting(key: str, value: str) -> bool:
     [True, False, False]
     """
     return not (
-        key in PATH_KEYS
+        key in path_keys()
         or key in PRESENTATION_KEYS
         or key.split(".")[0].split("/")[0] in PRESENTATION_PREFIXES
         or "/" in value
@@ -177,3 +188,71 @@ def run_tags(method: str, dataset: str, sigma: float, overrides: Sequence[str]) 
     """
     rest = descriptive_overrides(overrides, drop={"method", "dataset", "sigma"})
     return [method, dataset, f"sigma={sigma}", *(tag[:MAX_TAG] for tag in rest)]
+
+
+def certify_dirname(kind: str, model: Mapping[str, Any] | None, sigma: Any = None) -> str:
+    """The folder of a ``python -m rsbench.certify`` run (under ``outputs/<dataset>/``): the model kind and model.
+
+    ``certify_<kind>-<what the model is>[-sigma<s>]``: the checkpoint or archive's name (for a run's
+    ``checkpoints/best.ckpt``, its run folders: :func:`file_label`), a network's class or ``name``, an ensemble's
+    member count and first member, a composition's parts; ``sigma`` is the certification sigma (``certify.sigma``),
+    else the model's stated one. So certifications of different models never share a folder and each says what it
+    certified. Unset values (``???``) and interpolations are left out.
+
+    >>> certify_dirname("checkpoint", {"path": "imported/cohen_cifar10_sigma0.25.ckpt"})
+    'certify_checkpoint-cohen_cifar10_sigma0.25'
+    >>> certify_dirname("module", {"network": {"_target_": "mypkg.nets.WideResNet"}, "weights": "wrn.pt", "sigma": 0.5})
+    'certify_module-WideResNet-wrn-sigma0.5'
+    >>> certify_dirname("checkpoint", {"path": "outputs/mnist/gaussian/sigma_0.25/2026-01-02/checkpoints/best.ckpt"})
+    'certify_checkpoint-gaussian_sigma_0.25_2026-01-02_best'
+    """
+    parts = _model_parts(model or {})
+    stated = sigma if _is_set(sigma) else (model or {}).get("sigma")
+    if isinstance(stated, int | float) and not isinstance(stated, bool):
+        parts.append(f"sigma{stated}")
+    label = _UNSAFE.sub("-", "-".join(part for part in parts if part)).strip("-")
+    if len(label) > MAX_MODEL_NAME:
+        digest = hashlib.sha256(label.encode()).hexdigest()[:8]
+        label = f"{label[: MAX_MODEL_NAME - 9]}-{digest}"
+    return f"certify_{_UNSAFE.sub('-', kind)}" + (f"-{label}" if label else "")
+
+
+def file_label(path: str) -> str:
+    """A model file's name without its suffixes; a name that says nothing (``best.ckpt``) with the folders above it.
+
+    >>> file_label("runs/noise_0.25/checkpoint.pth.tar"), file_label("multirun/x/3_method-catrs/checkpoints/last.ckpt")
+    ('runs_noise_0.25_checkpoint', 'x_3_method-catrs_last')
+    """
+    file = PurePath(path)
+    stem = file.name
+    while PurePath(stem).suffix.lower() in MODEL_SUFFIXES:
+        stem = stem[: -len(PurePath(stem).suffix)]
+    if stem.lower() not in GENERIC_STEMS and not stem.startswith("epoch"):
+        return stem
+    folders = [part for part in file.parent.parts if part not in ROOT_FOLDERS and part != "/"]
+    return "_".join([*folders[-3:], stem])
+
+
+def _model_parts(model: Mapping[str, Any]) -> list[str]:
+    """What names a model node: its ``name``, network class, files and members, and its classifier's (nested)."""
+    parts: list[str] = []
+    if _is_set(model.get("name")):
+        parts.append(str(model["name"]))
+    network = model.get("network")
+    if isinstance(network, Mapping) and _is_set(network.get("_target_")):
+        parts.append(str(network["_target_"]).rsplit(".", 1)[-1])
+    for key in ("path", "weights", "denoiser_ckpt"):
+        if _is_set(model.get(key)):
+            parts.append(file_label(str(model[key])))
+    members = model.get("members")
+    if isinstance(members, Sequence) and not isinstance(members, str) and members:
+        parts += [f"{len(members)}x", file_label(str(members[0]))]
+    classifier = model.get("classifier")
+    if isinstance(classifier, Mapping):
+        parts += _model_parts(classifier)
+    return parts
+
+
+def _is_set(value: Any) -> bool:
+    """Whether a config value is given: not None, not ``???``, not an unresolved interpolation."""
+    return value is not None and not (isinstance(value, str) and (value == "???" or "${" in value or not value))

@@ -17,9 +17,10 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from omegaconf import Node, OmegaConf
+from omegaconf import DictConfig, Node, OmegaConf
 
 from rsbench.errors import ConfigError
+from rsbench.methods.card import method_card, origins
 from rsbench.runs import naming
 
 
@@ -75,6 +76,10 @@ def register_resolvers() -> None:
     # ${rs.first:a,b}: a, or b when a is null (output_dir under --cfg job, before Hydra has made the run directory)
     OmegaConf.register_new_resolver("rs.first", first_set, replace=True)
     OmegaConf.register_new_resolver("rs.teacher_dir", teacher_dir, replace=True)
+    OmegaConf.register_new_resolver("rs.certify_dir", certify_dir, replace=True)
+    # What the method cards say (rsbench/methods/*_card.py): a method's certification defaults, the importer's origins.
+    OmegaConf.register_new_resolver("rs.certify_default", certify_default, replace=True)
+    OmegaConf.register_new_resolver("rs.origins", lambda: " | ".join(sorted(origins())), replace=True)
     for name, function in (
         ("rs.run_name", naming.run_name),
         ("rs.group_name", naming.group_name),
@@ -102,6 +107,22 @@ def first_set(*values: Any) -> Any:
     return next((value for value in values if value is not None), None)
 
 
+def certify_dir(kind: Any, _root_: Any = None) -> str:
+    """``${rs.certify_dir:${hydra:runtime.choices.model}}``: a ``rsbench.certify`` run's folder.
+
+    See :func:`naming.certify_dirname`.
+
+    Reads the config's ``model`` and ``certify.sigma`` as written (unresolved): a value not set yet names nothing.
+    """
+    model = OmegaConf.select(_root_, "model", default=None) if _root_ is not None else None
+    written = OmegaConf.to_container(model, resolve=False) if isinstance(model, DictConfig) else None
+    sigma = (
+        OmegaConf.select(_root_, "certify.sigma", default=None, throw_on_missing=False) if _root_ is not None else None
+    )
+    written_model = {str(key): value for key, value in written.items()} if isinstance(written, dict) else None
+    return naming.certify_dirname(str(kind), written_model, sigma)
+
+
 def teacher_dir(mode: Any, sweep_dir: Any) -> str:
     """Where the runs a method needs first go: ``<sweep dir>/teachers`` in a sweep, else ``outputs/teachers``.
 
@@ -109,6 +130,28 @@ def teacher_dir(mode: Any, sweep_dir: Any) -> str:
     ('multirun/x/teachers', 'outputs/teachers')
     """
     return f"{sweep_dir}/teachers" if str(mode).upper().endswith("MULTIRUN") else "outputs/teachers"
+
+
+def certify_default(key: Any, *methods: Any) -> Any:
+    """``${rs.certify_default:<key>,<method>[,<method>...]}``: a certification default from the methods' cards.
+
+    A method's YAML takes each certification default of its models from its card (``sigma_samples:
+    ${rs.certify_default:sigma_samples,macer}``); with several methods the last card that sets ``key`` wins, so DDRS
+    takes its base method's value over its own (``sigma_samples,ddrs,${method.base}``).
+
+    >>> certify_default("sigma_samples", "ddrs", "macer"), certify_default("sigma_objective", "ddrs", "macer")
+    (8, 'radius')
+
+    Raises:
+        ConfigError: a method has no card, or no card of them sets ``key``.
+    """
+    found = [
+        card.certify_defaults[str(key)] for card in map(method_card, map(str, methods)) if key in card.certify_defaults
+    ]
+    if not found:
+        names = ", ".join(str(m) for m in methods)
+        raise ConfigError(f"no certification default {key!r} in the method card of {names} (rsbench/methods/*_card.py)")
+    return found[-1]
 
 
 def _with_override_list(function: Callable[..., Any]) -> Callable[..., Any]:

@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rsbench.certify.settings import CHOICES, KEYS, RESUMABLE
 from rsbench.errors import ResumeMismatchError
+from rsbench.methods.card import cards
 from rsbench.runs.cli import RUN_CONFIG
 from rsbench.runs.quoting import resume_command
 
@@ -53,7 +54,6 @@ FREE = (
     "trainer.enable_model_summary",
     "trainer.log_every_n_steps",
     "trainer.default_root_dir",
-    "method.teacher_batch_size",
     "method.certify_defaults",  # certification defaults: the pipeline's protocol check guards the rows they change
     *(f"certify.{key}" for key in RESUMABLE),
 )
@@ -72,8 +72,13 @@ SEQUENTIAL_KEYS = tuple(f"certify.{key}" for key in ("design", "radius_cap", "ra
 """Settings of sequential CERTIFY only: rows certified with the standard mode do not depend on them."""
 
 
-def settings(cfg: DictConfig, keys: Iterable[str] = TRAINED, free: Iterable[str] = FREE) -> dict[str, Any]:
-    """The resolved leaf values under ``keys`` (``dotted.key -> value``), without the keys in ``free``."""
+def free_keys() -> tuple[str, ...]:
+    """What a resumed run may change: :data:`FREE` and each method card's execution settings."""
+    return (*FREE, *(key for card in cards() for key in card.execution_keys))
+
+
+def settings(cfg: DictConfig, keys: Iterable[str] = TRAINED, free: Iterable[str] | None = None) -> dict[str, Any]:
+    """The resolved leaf values under ``keys`` (``dotted.key -> value``), without ``free`` (:func:`free_keys`)."""
     leaves: dict[str, Any] = {}
     for key in keys:
         try:
@@ -81,7 +86,7 @@ def settings(cfg: DictConfig, keys: Iterable[str] = TRAINED, free: Iterable[str]
         except Exception:  # an interpolation that no longer resolves: compare it as written
             node = OmegaConf.to_container(cfg, resolve=False).get(key)  # type: ignore[union-attr]
         _flatten(cfg, key, node, leaves)
-    skipped = tuple(free)
+    skipped = tuple(free_keys() if free is None else free)
     return {key: value for key, value in leaves.items() if not any(_under(key, f) for f in skipped) and _counts(key)}
 
 

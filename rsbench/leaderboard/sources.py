@@ -1,0 +1,348 @@
+"""What the path of a released certification log says, per repository: the rules the importer reads logs with.
+
+Every repository that released per-image certification logs lays them out its own way (Cohen et al.'s
+``<arch>/noise_<trained>/test/sigma_<certified>``, the Jeong lineage's ``<method>/<hyperparameters>/noise_<s>_<run>``,
+Salman et al.'s ``<attack>_<steps>/<m>-multitrain/eps_<e>``, ...). :func:`parse` turns a path of one of the repositories
+listed in ``released/sources.yaml`` into what the log certifies, in rsbench's names, or None for a file that is not a
+certification log of the test set of a dataset the leaderboard covers (the reason is in :data:`LEFT_OUT`).
+
+Hyperparameters are written with rsbench's names (``conf/method/<method>.yaml``) where the method has them, as
+``key=value;...``; ``setting`` keeps the authors' own name of the configuration (their folder), which is what their
+papers and scripts call it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+CIFAR_ARCHS = {
+    "resnet110": "cifar_resnet110",
+    "cifar_resnet110": "cifar_resnet110",
+    "cifar_resnet20": "cifar_resnet20",
+    "cifar_densenet40": "cifar_densenet40",
+}
+DATASET_ARCHS = {"cifar10": "cifar_resnet110", "mnist": "lenet", "fashion_mnist": "lenet", "imagenet": "resnet50"}
+TRAIN_SETS = {
+    "cifar10": "CIFAR-10 training set",
+    "mnist": "MNIST training set",
+    "fashion_mnist": "Fashion-MNIST training set",
+    "imagenet": "ImageNet training set",
+}
+LEFT_OUT = {
+    "catrs2023": "data/cifar10c, data/mnistc (corrupted test sets: another threat model), data/cifar100 (CIFAR-100)",
+    "cohen2019": "data/predict (PREDICT, not CERTIFY)",
+    "salman2019": (
+        "data/certify/<everything but best_models> (2,600 logs of their hyperparameter sweeps; best_models holds the "
+        "configurations of their tables); three empty best_models logs (imagenet/PGD_1step/eps_2048)"
+    ),
+    "jeong2020": "data/certify/cifar10/salman/pgd_512.0_10_10/num_2/cifar_densenet40/noise_0.50_1149 (9 images; "
+    "noise_0.50_1149_o beside it is the whole run); the *_acc files (certified accuracy curves, not per image)",
+    "jeong2021": "the *_acc files; logs byte-identical to jh-jeong/smoothing-consistency's (listed there)",
+    "sun2025": "data/ecdf (curves, not per image)",
+}
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """What a log certifies, read from its path.
+
+    Attributes:
+        method: rsbench's method name (``sun2025`` for Sun et al.'s training, which rsbench does not implement).
+        dataset, arch: rsbench's names.
+        sigma: the noise level the log certifies at.
+        trained_sigma: the noise level the model was trained at (differs from ``sigma`` in Cohen et al.'s
+            mismatched-noise logs).
+        setting: the authors' name of the configuration (their folder path), "" for a method's one configuration.
+        hparams: the configuration in rsbench's hyperparameter names, ``key=value;...`` ("" when none).
+        seed: the run's id where a setting has several runs (the authors' run folder or suffix), else "".
+        training: the training data.
+        variant: hyperparameters a rsbench row must have to be paired with the log by ``python -m rsbench.report
+            --against-released`` (``one_step=true``), as in the CAT-RS index.
+        split: ``test``, or ``train`` for a log certified on training images.
+    """
+
+    method: str
+    dataset: str
+    arch: str
+    sigma: float
+    trained_sigma: float
+    setting: str = ""
+    hparams: str = ""
+    seed: str = ""
+    training: str = ""
+    variant: str = ""
+    split: str = "test"
+
+
+def parse(source: str, path: str) -> Parsed | None:
+    """The log at ``path`` in the repository of ``source`` (a key of ``released/sources.yaml``), or None.
+
+    >>> parse("cohen2019", "data/certify/cifar10/resnet110/noise_0.25/test/sigma_0.50").trained_sigma
+    0.25
+    >>> parse("jeong2020", "data/certify/mnist/stab/lbd_2/noise_0.5_1297").hparams
+    'lbd=2'
+    >>> parse("catrs2023", "data/cifar10c/severity_1/cohen/noise_0.25.tsv") is None
+    True
+    """
+    return _PARSERS[source](path)
+
+
+def _catrs(path: str) -> Parsed | None:
+    parts = path.split("/")
+    folders = {"cifar10": "cifar10", "mnist": "mnist", "fmnist": "fashion_mnist"}
+    methods = {
+        "cohen": "gaussian",
+        "stab": "stability",
+        "salman": "smoothadv",
+        "macer": "macer",
+        "consistency": "consistency",
+        "smoothmix": "smoothmix",
+        "cat-rs": "catrs",
+    }
+    if path == "data/imagenet/noise_1.0.tsv":
+        return Parsed("catrs", "imagenet", "resnet50", 1.0, 1.0, training=TRAIN_SETS["imagenet"])
+    if not path.endswith(".tsv") or len(parts) < 4 or parts[0] != "data" or parts[1] not in folders:
+        return None
+    dataset, sigma = folders[parts[1]], float(parts[2].removeprefix("noise_"))
+    method = methods[parts[3]] if len(parts) == 5 else "catrs"  # data/mnist/noise_s/noise_s.tsv: CAT-RS (App. C)
+    variant = ""
+    if method == "smoothmix" and dataset == "cifar10":
+        # CAT-RS EXPERIMENTS.MD: SmoothMix's released CIFAR-10 models use the one-step adversary at sigma 0.5 and 1.0;
+        # nothing states the variant of the Fashion-MNIST logs, so they match either.
+        variant = f"one_step={'false' if sigma == 0.25 else 'true'}"
+    return Parsed(method, dataset, DATASET_ARCHS[dataset], sigma, sigma, training=TRAIN_SETS[dataset], variant=variant)
+
+
+def _cohen(path: str) -> Parsed | None:
+    match = re.fullmatch(r"data/certify/(cifar10|imagenet)/(\w+)/noise_([\d.]+)/(test|train)/sigma_([\d.]+)", path)
+    if match is None:
+        return None
+    dataset, arch, trained, split, sigma = match.groups()
+    arch = CIFAR_ARCHS.get(arch, arch)
+    return Parsed(
+        "gaussian", dataset, arch, float(sigma), float(trained), training=TRAIN_SETS[dataset], split=str(split)
+    )
+
+
+PRETRAINED = "CIFAR-10 training set, fine-tuned for 30 epochs from a SmoothAdv model trained on ImageNet32"
+SELF_TRAINED = "CIFAR-10 training set + 500K pseudo-labelled 80M Tiny Images (self-training, Carmon et al. 2019)"
+
+
+def _salman(path: str) -> Parsed | None:
+    match = re.fullmatch(
+        r"data/certify/best_models/(cifar10|imagenet)/(.+)/(resnet110|resnet50)/noise_([\d.]+)/test/sigma_([\d.]+)",
+        path,
+    )
+    if match is None:
+        return None
+    dataset, middle, arch, trained, sigma = match.groups()
+    arch = CIFAR_ARCHS.get(arch, arch)
+    training = TRAIN_SETS[dataset]
+    if middle in ("cohen", "replication"):
+        return Parsed("gaussian", dataset, arch, float(sigma), float(trained), setting=middle, training=training)
+    group, _, setting = middle.partition("/")
+    if dataset == "cifar10":  # ours/cifar10/<setting>/cifar10, ours_pretraining/cifar10/<setting>/cifar10, ...
+        setting = setting.removeprefix("cifar10/").removesuffix("/cifar10")
+        training = {
+            "ours": training,
+            "ours_pretraining": PRETRAINED,
+            "ours_selftraining": SELF_TRAINED,
+            "ours_pretraining_selftraining": f"{PRETRAINED}; + self-training on 500K 80M Tiny Images",
+        }[group]
+    else:
+        setting = middle
+    return Parsed(
+        "smoothadv",
+        dataset,
+        arch,
+        float(sigma),
+        float(trained),
+        setting=setting,
+        hparams=_smoothadv_hparams(setting),
+        training=training,
+    )
+
+
+def _smoothadv_hparams(setting: str) -> str:
+    """rsbench's SmoothAdv hyperparameters from Salman et al.'s folder names (``PGD_10steps.../4-multitrain/eps_255``).
+
+    >>> _smoothadv_hparams("PGD_10steps_multiNoiseSamples/4-multitrain/eps_255")
+    'attack=pgd;num_steps=10;num_noise=4;epsilon=1'
+    >>> _smoothadv_hparams("PGD_1step/eps_512")
+    'attack=pgd;num_steps=1;num_noise=1;epsilon=2.00784'
+    """
+    attack = re.search(r"(PGD|DDN)_(\d+)steps?", setting)
+    noise = re.search(r"(\d+)-multi", setting)
+    epsilon = re.search(r"(?:^|/)eps_(\d+)", setting)  # not the "eps_30" of "DDN_2steps_30epochs"
+    pairs = []
+    if attack:
+        pairs += [f"attack={attack.group(1).lower()}", f"num_steps={attack.group(2)}"]
+    pairs.append(f"num_noise={noise.group(1) if noise else 1}")
+    if epsilon:
+        pairs.append(f"epsilon={int(epsilon.group(1)) / 255:.6g}")
+    return ";".join(pairs)
+
+
+def _jeong2020(path: str) -> Parsed | None:
+    match = re.fullmatch(r"data/certify/(cifar10|mnist|imagenet)/(.+)/noise_([\d.]+)(?:_(\d+))?(_o)?", path)
+    if match is None:
+        return None
+    dataset, middle, sigma_text, run, _ = match.groups()
+    parts = middle.split("/")
+    arch = DATASET_ARCHS[dataset]
+    if parts[-1] in CIFAR_ARCHS:
+        arch = CIFAR_ARCHS[parts.pop()]
+    folder, config = parts[0], parts[1:]
+    values = dict(part.split("_", 1) for part in config if "_" in part)  # num_2 -> num: 2, lbd_10.0 -> lbd: 10.0
+    method, pairs = folder, []
+    if folder == "cohen":
+        method = "gaussian"
+    elif folder == "stab":
+        method, pairs = "stability", [f"lbd={_number(values['lbd'])}"]
+    elif folder in ("macer", "macer_deferred30"):
+        method = "macer"
+        pairs = [
+            f"num_noise={values['num']}",
+            f"lbd={_number(values['lbd'])}",
+            f"gamma={_number(values['gamma'])}",
+            f"beta={_number(values['beta'])}",
+            f"lbd_schedule={'deferred' if folder == 'macer_deferred30' else 'constant'}",
+        ]
+    elif folder == "salman":
+        epsilon, steps, _ = config[0].removeprefix("pgd_").split("_")
+        method = "smoothadv"
+        pairs = [
+            "attack=pgd",
+            f"num_steps={steps}",
+            f"num_noise={values['num']}",
+            f"epsilon={float(epsilon) / 255:.6g}",
+        ]
+    elif folder == "consistency":
+        base = config[0]
+        pairs = [f"num_noise={values['num']}", f"lbd={_number(values['lbd'])}", f"eta={_number(values['eta'])}"]
+        if base.startswith("salman_"):
+            epsilon, steps, _ = base.removeprefix("salman_").split("_")
+            pairs += ["adversarial=true", f"epsilon={float(epsilon) / 255:.6g}", f"num_steps={steps}"]
+    else:
+        return None
+    return Parsed(
+        method,
+        dataset,
+        arch,
+        float(sigma_text),
+        float(sigma_text),
+        setting="/".join(config),
+        hparams=";".join(pairs),
+        seed=run or "",
+        training=TRAIN_SETS[dataset],
+    )
+
+
+def _jeong2021(path: str) -> Parsed | None:
+    match = re.fullmatch(r"data/certify/cifar10/smoothmix/noise_([\d.]+)(_adv)?", path)
+    if match:
+        level, one_step = float(match.group(1)), match.group(2) is not None
+        step = {0.25: 0.5, 0.5: 1.0, 1.0: 2.0}[level]  # EXPERIMENTS.MD: --alpha 0.5 / 1.0 / 2.0, --num-steps 4, m = 2
+        hparams = f"eta=5;num_noise=2;num_steps=4;alpha={step:g};one_step={str(one_step).lower()}"
+        return Parsed(
+            "smoothmix",
+            "cifar10",
+            "cifar_resnet110",
+            level,
+            level,
+            setting=f"smix_{step:g}_4_m{int(one_step)}/eta_5.0/num_2",
+            hparams=hparams,
+            training=TRAIN_SETS["cifar10"],
+            variant=f"one_step={str(one_step).lower()}",
+        )
+    match = re.fullmatch(
+        r"data/certify/(mnist/smoothmix|ablation/\w+)/smix_([\d.]+)_(\d+)_m(\d)(_max[\d.]+)?/tau_([\d.]+)/num_(\d+)/"
+        r"(\d+)/noise_([\d.]+)",
+        path,
+    )
+    if match is None:
+        return None
+    folder, alpha, steps, mix_step, restriction, eta, num, run, sigma = match.groups()
+    hparams = f"eta={_number(eta)};num_noise={num};num_steps={steps};alpha={_number(alpha)};one_step="
+    hparams += "true" if mix_step == "1" else "false"
+    if restriction:
+        hparams += f";mix_epsilon={_number(restriction.removeprefix('_max'))}"
+    setting = f"smix_{alpha}_{steps}_m{mix_step}{restriction or ''}/tau_{eta}/num_{num}"
+    if folder.startswith("ablation/"):
+        setting = f"{folder}/{setting}"
+    return Parsed(
+        "smoothmix",
+        "mnist",
+        "lenet",
+        float(sigma),
+        float(sigma),
+        setting=setting,
+        hparams=hparams,
+        seed=run,
+        training=TRAIN_SETS["mnist"],
+        variant=f"one_step={'true' if mix_step == '1' else 'false'}",
+    )
+
+
+def _sun(path: str) -> Parsed | None:
+    match = re.fullmatch(r"data/certify/(cifar10|imagenet)/(\w+)/noise_([\d.]+?)(?:\.tsv)?", path)
+    if match:
+        dataset, folder, sigma = match.groups()
+        method = {"ours": "sun2025"}.get(folder, folder)
+        return Parsed(method, dataset, DATASET_ARCHS[dataset], float(sigma), float(sigma), training=TRAIN_SETS[dataset])
+    match = re.fullmatch(r"test/certify/(cifar10|imagenet)/(.+)/(\d+)/noise_([\d.]+?)\.tsv", path)
+    if match:
+        dataset, setting, run, sigma = match.groups()
+        return Parsed(
+            "sun2025",
+            dataset,
+            DATASET_ARCHS[dataset],
+            float(sigma),
+            float(sigma),
+            setting=setting,
+            hparams=_sun_hparams(setting),
+            seed=run,
+            training=TRAIN_SETS[dataset],
+        )
+    return None
+
+
+def _sun_hparams(setting: str) -> str:
+    """Sun et al.'s training flags from their folder names.
+
+    Their script/*/train_*.sh: ``--epsilon 0.25 --attack_steps 3 --attacker pgd_radius_l2 --ds_epoch 60
+    --ds_threshold 0.5 --num-noise-vec 4 --dataset_weight_epoch 10``.
+
+    >>> _sun_hparams("0.25_3_pgd_radius_l2/ds_60_0.5/num_4/dataset_weight_10")
+    'attack=pgd_radius_l2;num_steps=3;epsilon=0.25;num_noise=4;ds_epoch=60;ds_threshold=0.5;dataset_weight_epoch=10'
+    """
+    pairs = []
+    attack = re.match(r"([\d.]+)_(\d+)_(\w+?)(?:/|$)", setting)
+    if attack:
+        pairs += [f"attack={attack.group(3)}", f"num_steps={attack.group(2)}", f"epsilon={_number(attack.group(1))}"]
+    noise = re.search(r"num_(\d+)", setting)
+    if noise:
+        pairs.append(f"num_noise={noise.group(1)}")
+    discard = re.search(r"ds_(\d+)_([\d.]+)", setting)
+    if discard:
+        pairs += [f"ds_epoch={discard.group(1)}", f"ds_threshold={_number(discard.group(2))}"]
+    weight = re.search(r"dataset_weight_(\d+)", setting)
+    if weight:
+        pairs.append(f"dataset_weight_epoch={weight.group(1)}")
+    return ";".join(pairs)
+
+
+def _number(text: str) -> str:
+    """``"10.0"`` as ``"10"``, ``"0.5"`` as ``"0.5"``: the way rsbench writes hyperparameters."""
+    return f"{float(text):g}"
+
+
+_PARSERS = {
+    "catrs2023": _catrs,
+    "cohen2019": _cohen,
+    "salman2019": _salman,
+    "jeong2020": _jeong2020,
+    "jeong2021": _jeong2021,
+    "sun2025": _sun,
+}

@@ -1,0 +1,248 @@
+"""A method's card: every fact about a training method and its authors' artifacts, beside the method, in one place.
+
+A method is its class (``rsbench/methods/<name>.py``), its config (``conf/method/<name>.yaml``) and its card
+(``rsbench/methods/<name>_card.py``, a module that defines ``CARD = MethodCard(...)``). The card says where the
+authors' code is, how their released checkpoints are laid out (what ``python -m rsbench.importer origin=<origin>``
+reads), what their released certification logs' folders are called and which column of rsbench's training log is
+their "train loss", the certification settings its models are certified with, and which of its arguments are file
+paths, execution settings or the checkpoints it needs first. The importer, the report, the training tracking, DDRS's
+base methods and the run layer (run names, resume, the checks before a run) read the cards and name no method:
+adding a method touches only its own files (docs/method_cards.md).
+
+This module, and every card, imports neither torch nor Lightning: the run layer reads the cards when Hydra composes
+a command line, before anything heavy is loaded. The cards are found by their module names (``*_card`` in this
+package); :func:`register` adds one from elsewhere (a plugin, a test).
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from types import MappingProxyType
+from typing import Any, Literal
+
+from rsbench.errors import ConfigError
+
+InputLayerKind = Literal["normalize", "center", "identity"]
+"""What maps [0,1] pixels to a network's input (the same names as :data:`rsbench.archs.input_layer.InputLayerKind`,
+which loads torch; a test keeps them equal)."""
+
+MNIST_LIKE = ("mnist", "mnist_embedded", "fashion_mnist")
+"""The datasets of MNIST's shape (``mnist_embedded``: 5,000 of MNIST's images), which the authors' code treats alike."""
+
+CARD_SUFFIX = "_card"
+"""A module of this package whose name ends so holds one card (``CARD``)."""
+
+
+@dataclass(frozen=True)
+class CheckpointLayout:
+    """How the authors' code saves a trained model, as read in their code.
+
+    Attributes:
+        repository: the authors' GitHub repository (or repositories that share this layout).
+        file_keys: the top-level keys its ``torch.save`` writes.
+        weights_key: the entry that holds the network's state dict.
+        arch_key: the entry naming the architecture (``None``: the file does not name it).
+        prefixes: the state-dict key prefixes of its containers, longest first (``1.module.``: the network sits at
+            index 1 of ``Sequential(NormalizeLayer, DataParallel(net))``).
+        input_layers: per dataset, the input layers its code builds (one: documented; several: it depends on the
+            model, see :meth:`documented_input_layer`).
+        default_archs: per dataset, its architecture when the file does not name one.
+        input_layer_by_path: where the input layer depends on the model, the authors' rule that tells it from the
+            file's place in their released tree (``None``: it must be stated).
+        notes: what an imported model should know about its source (recorded with it), e.g. a softmax the
+            authors' network ends in.
+    """
+
+    repository: str
+    file_keys: frozenset[str]
+    weights_key: str
+    arch_key: str | None
+    prefixes: tuple[str, ...]
+    input_layers: Mapping[str, tuple[InputLayerKind, ...]]
+    default_archs: Mapping[str, str] = field(default_factory=dict)
+    input_layer_by_path: Callable[[PurePath], InputLayerKind | None] | None = None
+    notes: tuple[str, ...] = ()
+
+    def documented_input_layer(self, dataset: str, path: PurePath) -> InputLayerKind | None:
+        """The input layer the authors document for this file, or ``None`` when it must be stated."""
+        kinds = self.input_layers[dataset]
+        if len(kinds) == 1:
+            return kinds[0]
+        return self.input_layer_by_path(path) if self.input_layer_by_path is not None else None
+
+
+def same_for(datasets: tuple[str, ...], kinds: tuple[InputLayerKind, ...]) -> dict[str, tuple[InputLayerKind, ...]]:
+    """``{dataset: kinds}`` for each of ``datasets`` (a layout's ``input_layers`` where several datasets agree)."""
+    return dict.fromkeys(datasets, kinds)
+
+
+SEQUENTIAL_FILE = frozenset({"epoch", "arch", "state_dict", "optimizer"})
+"""The file Cohen et al.'s ``train.py`` saves, and every codebase that copied it: ``torch.save`` of
+``Sequential(normalize layer, net)``'s state dict with its epoch, architecture name and optimizer state."""
+
+
+@dataclass(frozen=True)
+class MethodCard:
+    """One training method and its authors' artifacts (see the module docstring).
+
+    Attributes:
+        name: the method's name: ``conf/method/<name>.yaml``, ``method=<name>`` and the ``method_name`` of its class
+            (the records' ``method``).
+        target: the import path of its class or factory (the YAML's ``_target_``).
+        paper: the paper it reproduces (authors, venue, year).
+        repository: the authors' code (``owner/name`` on GitHub), ``""`` where none is followed.
+        origin: the name ``python -m rsbench.importer origin=<origin>`` gives the authors' released checkpoints
+            (``None``: the importer reads none of this method's releases).
+        checkpoint_layout: how those checkpoints are saved (required with ``origin``).
+        log_folders: the folder names of this method in the authors' released per-image logs and training logs
+            (``cohen`` for Gaussian, ``cat-rs`` for CAT-RS in alinlab/smoothing-catrs ``data/``), read as this
+            method by the report.
+        train_loss_column: the column of rsbench's training log that equals the "train loss" the authors' training
+            log prints (where their scripts log one term of the loss, e.g. the cross-entropy alone).
+        logs_train_accuracy: whether the authors' training log has a train accuracy (some scripts write 0.0).
+        certify_defaults: the certification settings this method's models are certified with where ``certify.*``
+            leaves them unset (null); the method's YAML takes them from here (``${rs.certify_defaults:<name>}``).
+        checkpoint_arguments: the method's arguments that name a checkpoint to read (``teacher_ckpt``): checked to
+            exist before a run starts, and left out of run names (paths name no hyperparameter).
+        path_arguments: its other arguments whose values are paths (a cache folder): left out of run names.
+        execution_arguments: its arguments that change how fast it computes, not what (a batch size of the
+            teacher's forward passes): left out of the report's settings, free to change when a run resumes.
+        prerequisites: what it needs before it can train, in words (the class's ``prerequisites()`` computes it).
+        ddrs_base: whether data-dependent smoothing (``method=ddrs method.base=<name>``) can wrap it.
+    """
+
+    name: str
+    target: str
+    paper: str
+    repository: str = ""
+    origin: str | None = None
+    checkpoint_layout: CheckpointLayout | None = None
+    log_folders: tuple[str, ...] = ()
+    train_loss_column: str = "train/loss_epoch"
+    logs_train_accuracy: bool = True
+    certify_defaults: Mapping[str, Any] = field(default_factory=dict)
+    checkpoint_arguments: tuple[str, ...] = ()
+    path_arguments: tuple[str, ...] = ()
+    execution_arguments: tuple[str, ...] = ()
+    prerequisites: str = ""
+    ddrs_base: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.name.isidentifier():
+            raise ValueError(f"a method card's name must be a Python identifier (its YAML's name), got {self.name!r}")
+        if (self.origin is None) != (self.checkpoint_layout is None):
+            raise ValueError(f"card {self.name!r}: an origin and a checkpoint layout go together (give both or none)")
+        arguments = (*self.checkpoint_arguments, *self.path_arguments, *self.execution_arguments)
+        for argument in arguments:
+            if not argument.isidentifier():
+                raise ValueError(f"card {self.name!r}: {argument!r} is not an argument name (write it without method.)")
+        if len(set(arguments)) != len(arguments):
+            raise ValueError(f"card {self.name!r}: an argument is listed twice in {arguments}")
+        object.__setattr__(self, "certify_defaults", MappingProxyType(dict(self.certify_defaults)))
+
+    @property
+    def path_keys(self) -> tuple[str, ...]:
+        """The config keys whose values are paths: ``method.<argument>`` of the checkpoint and path arguments."""
+        return tuple(f"method.{a}" for a in (*self.checkpoint_arguments, *self.path_arguments))
+
+    @property
+    def checkpoint_keys(self) -> tuple[str, ...]:
+        """The config keys that name a checkpoint to read: ``method.<argument>``."""
+        return tuple(f"method.{a}" for a in self.checkpoint_arguments)
+
+    @property
+    def execution_keys(self) -> tuple[str, ...]:
+        """The config keys of its execution settings: ``method.<argument>``."""
+        return tuple(f"method.{a}" for a in self.execution_arguments)
+
+
+_cards: dict[str, MethodCard] = {}
+_discovered = False
+
+
+def register(card: MethodCard) -> MethodCard:
+    """Add ``card`` to the registry (a method outside this package, or a test); return it.
+
+    Raises:
+        ValueError: another card has the same name or the same importer origin.
+    """
+    _discover()
+    return _add(card)
+
+
+def unregister(name: str) -> None:
+    """Remove the card named ``name`` (a card a test registered); nothing happens when there is none."""
+    _cards.pop(name, None)
+
+
+def cards() -> tuple[MethodCard, ...]:
+    """Every card, by name."""
+    _discover()
+    return tuple(_cards[name] for name in sorted(_cards))
+
+
+def find_card(name: str) -> MethodCard | None:
+    """The card of method ``name``, or ``None`` when there is none (a method of another package, an ensemble)."""
+    _discover()
+    return _cards.get(name)
+
+
+def method_card(name: str) -> MethodCard:
+    """The card of method ``name``.
+
+    Raises:
+        ConfigError: there is none; the message names the close names and every method with a card.
+    """
+    card = find_card(name)
+    if card is None:
+        names = sorted(_cards)
+        close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+        hint = f"did you mean {' or '.join(close)}? " if close else ""
+        raise ConfigError(f"no method card for {name!r}; {hint}(the methods with a card: {', '.join(names)})")
+    return card
+
+
+def card_of_origin(origin: str) -> MethodCard | None:
+    """The card whose authors' checkpoints the importer reads as ``origin=<origin>``, if any."""
+    return next((card for card in cards() if card.origin == origin), None)
+
+
+def origins() -> tuple[str, ...]:
+    """The importer's ``origin=`` values, in the order of the cards' names."""
+    return tuple(card.origin for card in cards() if card.origin is not None)
+
+
+def method_of_log_folder(folder: str) -> str:
+    """The method whose released logs sit in a folder named ``folder`` (``cohen`` -> ``gaussian``); else ``folder``."""
+    return next((card.name for card in cards() if folder in card.log_folders), folder)
+
+
+def _add(card: MethodCard) -> MethodCard:
+    existing = _cards.get(card.name)
+    if existing is not None and existing is not card:
+        raise ValueError(f"a method card named {card.name!r} is registered already ({existing.target})")
+    same_origin = [c.name for c in _cards.values() if card.origin is not None and c.origin == card.origin]
+    if same_origin and same_origin != [card.name]:
+        raise ValueError(f"card {card.name!r}: origin {card.origin!r} is the origin of {same_origin[0]!r} already")
+    _cards[card.name] = card
+    return card
+
+
+def _discover() -> None:
+    """Load the cards of this package's ``*_card`` modules (once)."""
+    global _discovered
+    if _discovered:
+        return
+    _discovered = True
+    package = importlib.import_module(__name__.rsplit(".", 1)[0])
+    for module in pkgutil.iter_modules(package.__path__):
+        if module.name.endswith(CARD_SUFFIX):
+            card = importlib.import_module(f"{package.__name__}.{module.name}").CARD
+            if not isinstance(card, MethodCard):
+                raise TypeError(f"{package.__name__}.{module.name}.CARD is not a MethodCard")
+            _add(card)
