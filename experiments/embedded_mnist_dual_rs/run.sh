@@ -2,8 +2,7 @@
 # Dual randomized smoothing at CPU scale on the embedded MNIST (experiment=mnist_study's 20-epoch LeNet recipe), every
 # step resumable:   bash experiments/embedded_mnist_dual_rs/run.sh    # into $OUT (default multirun/embedded_mnist_dual_rs)
 # Gaussian experts at 0.25 / 0.5 / 1.0 (seed 0), each certified on the first 300 test images with sequential CERTIFY
-# (betting, at most n = 10,000, n0 = 100, alpha = 0.001; IMAGES=100 certifies the first 100, as the committed
-# records do); router labels on every 4th training image (each expert's
+# (betting, at most n = 10,000, n0 = 100, alpha = 0.001; IMAGES=<k> certifies the first k); router labels on every 4th training image (each expert's
 # CERTIFY at n0 = 16, n = 256); a LeNet router at sigma 1.0; dual certification of the same 300 images (router at
 # beta = 0.001, the experts' records reused: each certificate at alpha + beta = 0.002); DDRS (NOT sound) on the sigma
 # 0.5 expert on the first 50 images (fixed n = 10,000). Report: python experiments/fashion_mnist_dual_rs/compare.py
