@@ -24,13 +24,13 @@ import torch
 from rsbench.archs.registry import build_classifier
 from rsbench.data.sources import embedded_mnist
 from rsbench.methods import GaussianAugmentation, Sun2025
-from rsbench.methods.base import Batch
+from rsbench.methods.base import Batch, SmoothingModule
 
 STEPS = {0.25: 3, 0.5: 6, 1.0: 4}  # the authors' CIFAR-10 attack_steps
 STAGE = {0.25: 60, 0.5: 70, 1.0: 60}  # and stage epochs, of 150
 
 
-def one_batch(module: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, steps: int) -> float:
+def one_batch(module: SmoothingModule, x: torch.Tensor, y: torch.Tensor, steps: int) -> float:
     """Seconds for one loader batch: ``steps`` chunks, each a loss, backward and optimizer step."""
     optimizer = torch.optim.SGD(module.parameters(), lr=0.01)
     size = len(x) // steps

@@ -4,8 +4,8 @@
 
 reads ``runs/dual_rs/certify.tsv`` (rsbench.dual), ``runs/expert_sigma<s>/certify.tsv`` (each expert's own sound
 certification, the same images, seed and protocol) and, when present, ``runs/ddrs_sigma<s>/`` (data-dependent sigma,
-NOT sound, with its sound fixed-sigma record beside it), and writes ``report/``: ``report.md``, ``per_radius.csv``,
-``paired.csv`` and ``certified_accuracy.png``.
+NOT sound; compared on the images it certified, which may be fewer, with dual RS on those images beside), and writes
+``report/``: ``report.md``, ``per_radius.csv``, ``paired.csv`` and ``certified_accuracy.png``.
 
 Per radius r, certified accuracy is the fraction of images certified correctly at radius >= r. The envelope at r is
 the best expert at r (chosen after seeing the test images, so an optimistic baseline: the best any single global
