@@ -40,6 +40,7 @@ LAYERS: dict[str, int] = {
     "rsbench.leaderboard": 7,  # the published logs and every run, paired (reads rsbench.report)
     "rsbench.importer": 7,
     "rsbench.bench": 7,
+    "rsbench.dual": 7,  # dual randomized smoothing's stages: runs expert and router training and certification
 }
 TOP = 8  # entry points: the package's lazy `from rsbench import Smooth` and each `python -m ...` (__main__, table)
 
@@ -137,6 +138,7 @@ def test_the_top_level_shows_the_layers() -> None:
         "leaderboard",
         "importer",
         "bench",
+        "dual",
     }
     modules = {
         "__init__.py",

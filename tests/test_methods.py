@@ -155,6 +155,18 @@ def test_steps_per_batch_must_fit_the_batch() -> None:
 # Settings that only make a step cheaper, never what is trained: CAT-RS labels all 4,500 training images with its
 # teacher before the first step (2 votes each instead of 10,000).
 CHEAPER = {"catrs": ("method.teacher_num_samples=2",)}
+# Methods that train on a table of `python -m rsbench.dual` (one entry per training image): a made-up one, 2 sigmas.
+DUAL_TABLES = {"router": "labels", "routed_expert": "routes"}
+
+
+def dual_table(method: str, folder: Path) -> tuple[str, ...]:
+    """Write ``method``'s table (4,500 embedded training images, choices 0/1 of sigmas 0.25, 0.5); its overrides."""
+    key = DUAL_TABLES[method]
+    path = folder / f"{key}.pt"
+    torch.save({key: torch.arange(4500) % 2, "sigmas": [0.25, 0.5]}, path)
+    if method == "router":
+        return (f"method.labels_file={path}", "arch.num_classes=2")
+    return (f"method.routes_file={path}", "method.expert=0")
 
 
 @pytest.mark.parametrize("method", sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml")))
@@ -166,6 +178,7 @@ def test_every_method_takes_a_training_step(method: str, smoke_checkpoint: Path,
     LeNet, CAT-RS's teacher recipe. It is copied into ``tmp_path`` so that what a method writes beside it stays there.
     """
     cheaper = ("dataset.batch_size=32", *CHEAPER.get(method, ()))  # one step of 32 images (in m chunks if chunked)
+    cheaper += dual_table(method, tmp_path) if method in DUAL_TABLES else ()
     cfg = compose_config("experiment=smoke", f"method={method}", *cheaper, output_dir=tmp_path)
     given_checkpoint = str(shutil.copy(smoke_checkpoint, tmp_path / "given.ckpt"))
     needed = [p.argument for p in declared(cfg) if not cfg.method.get(p.argument)]

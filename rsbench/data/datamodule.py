@@ -8,7 +8,7 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader, Dataset, Subset
+from torch.utils.data import DataLoader, Dataset, Sampler, Subset
 
 from rsbench.data.splits import dataset_labels, stratified_split
 from rsbench.data.transforms import Augmentation, build_transforms
@@ -132,9 +132,19 @@ class ImageDataModule(pl.LightningDataModule):
         return self._test_dataset
 
     def train_dataloader(self) -> DataLoader:
-        """Shuffled training batches of ``(image, label, index)``; the last incomplete batch is kept."""
+        """Shuffled training batches of ``(image, label, index)``; the last incomplete batch is kept.
+
+        A method that draws its own training order (Sun et al. 2025: hard images dropped, the rest reweighted) gives
+        it as ``train_sampler(dataset) -> Sampler`` on the LightningModule being fit; it replaces the shuffle.
+        """
         if self.train_dataset is None:
             self.setup("fit")
+        module = getattr(self.trainer, "lightning_module", None) if self.trainer is not None else None
+        make_sampler = getattr(module, "train_sampler", None)
+        if callable(make_sampler):
+            return self._loader(
+                self.train_dataset, self.batch_size, shuffle=False, sampler=make_sampler(self.train_dataset)
+            )
         return self._loader(self.train_dataset, self.batch_size, shuffle=True)
 
     def val_dataloader(self) -> DataLoader | list[DataLoader]:
@@ -149,12 +159,15 @@ class ImageDataModule(pl.LightningDataModule):
         """Test batches of ``(image, label)`` in dataset order."""
         return self._loader(self.test_dataset, self.eval_batch_size, shuffle=False)
 
-    def _loader(self, dataset: Dataset | None, batch_size: int, shuffle: bool) -> DataLoader:
+    def _loader(
+        self, dataset: Dataset | None, batch_size: int, shuffle: bool, sampler: Sampler[int] | None = None
+    ) -> DataLoader:
         assert dataset is not None
         return DataLoader(
             dataset,
             batch_size=batch_size,
             shuffle=shuffle,
+            sampler=sampler,
             num_workers=self.num_workers,
             pin_memory=self.pin_memory,
             persistent_workers=self.num_workers > 0,

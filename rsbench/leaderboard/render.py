@@ -18,7 +18,7 @@ from rsbench.leaderboard.entries import Entry
 from rsbench.report.released import source_cards
 from rsbench.report.render import Section, latex
 from rsbench.report.render import markdown as sections_markdown
-from rsbench.report.tables import p_text, sigma_text
+from rsbench.report.tables import interval_cell, p_text, sigma_text
 
 TITLES = {"cifar10": "CIFAR-10", "imagenet": "ImageNet", "mnist": "MNIST", "fashion_mnist": "Fashion-MNIST"}
 
@@ -274,7 +274,7 @@ def _row(board: Board, rank: int, entry: Entry) -> dict[str, str]:
         "training": entry.training,
         "images": _compact_subset(entry.subset),
         "runs": str(runs),
-        "ACR": _cell(numbers.acr.value, numbers.acr_sd, numbers.acr.low, numbers.acr.high, 1, 3),
+        "ACR": interval_cell(numbers.acr.value, numbers.acr_sd, numbers.acr.low, numbers.acr.high, 1, 3, sd_digits=4),
     }
     for r in board.settings.radii:
         estimate = numbers.accuracy[r]
@@ -283,7 +283,9 @@ def _row(board: Board, rank: int, entry: Entry) -> dict[str, str]:
         elif math.isnan(estimate.value):
             cells[f"r={r:g}"] = "?"
         else:
-            cells[f"r={r:g}"] = _cell(estimate.value, numbers.accuracy_sd[r], estimate.low, estimate.high, 100, 1)
+            cells[f"r={r:g}"] = interval_cell(
+                estimate.value, numbers.accuracy_sd[r], estimate.low, estimate.high, 100, 1, sd_digits=2
+            )
     compared = board.versus_leader.get(entry.name)
     if board.leader.get(entry.sigma) == entry.name:
         cells["ΔACR vs best"] = "best"
@@ -313,15 +315,6 @@ def _versus(board: Board, line: dict[str, Any]) -> dict[str, str]:
         if key in line and not pd.isna(line[key]):
             cells[f"Δ r={r:g} (p)"] = f"{100 * line[key]:+.1f} ({p_text(line[f'p_{column(r)}'])})"
     return cells
-
-
-def _cell(value: float, sd: float, low: float, high: float, scale: float, digits: int) -> str:
-    text = f"{scale * value:.{digits}f}"
-    if not math.isnan(sd):
-        text += f" ± {scale * sd:.{digits + 1}f}"
-    if not math.isnan(low):
-        text += f" [{scale * low:.{digits}f}, {scale * high:.{digits}f}]"
-    return text
 
 
 def _percent(value: float) -> str:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from rsbench.methods.smoothmix import SmoothMix
     from rsbench.methods.stability import StabilityTraining
     from rsbench.methods.standard import StandardTraining
+    from rsbench.methods.sun2025 import Sun2025
 
 _MODULES = {
     "Batch": "base",
@@ -35,6 +36,7 @@ _MODULES = {
     "SmoothMix": "smoothmix",
     "StabilityTraining": "stability",
     "StandardTraining": "standard",
+    "Sun2025": "sun2025",
 }
 
 __all__ = [
@@ -50,6 +52,7 @@ __all__ = [
     "StabilityTraining",
     "StandardTraining",
     "StepOutput",
+    "Sun2025",
 ]
 
 

@@ -357,3 +357,63 @@ def noise_kl_pgd(model: Model, x: Tensor, targets: Tensor, noise: Tensor, epsilo
         moved = start + project_l2(moved - start, epsilon)
         current = restandardize(moved, start).detach()
     return current
+
+
+RADIUS_PGD_NORMS = ("l2", "linf")
+
+
+def radius_pgd_noise(
+    model: Model, x: Tensor, labels: Tensor, noise: Tensor, step_size: float, num_steps: int, norm: str = "l2"
+) -> Tensor:
+    """Sun et al.'s adaptive attack on the noise itself (ICML 2025, ``radius_PGD`` in acr-weakness ``train.py``).
+
+    Each noise sample delta_j of each image is moved to raise the cross-entropy of f(x + delta_j) while keeping its
+    own l2 norm: each of the ``num_steps`` steps adds ``step_size`` times the per-row direction g / (||g|| + 1e-8)
+    (``norm="l2"``; ``"linf"``: sign(g) / sqrt(d)), g the gradient of the summed cross-entropy, then rescales every
+    row to its starting norm, delta * ||delta_0|| / (||delta|| + 1e-8). There is no epsilon-ball: the authors'
+    ``--epsilon`` is the step size. The row kept is the first iterate the base classifier already gets wrong (the
+    starting noise itself if f(x + delta_0) is wrong), else the iterate after the last step, which is never
+    evaluated; each row is judged on its own hard prediction.
+
+    Args:
+        model: the base classifier (run it inside :func:`frozen`, as the reference runs in eval mode).
+        x: clean images ``[B, C, H, W]`` in [0, 1].
+        labels: ``[B]``.
+        noise: ``[B * m, C, H, W]``, grouped by image.
+        step_size: the authors' ``--epsilon`` (>= 0).
+        num_steps: the authors' ``--attack_steps`` (>= 1).
+        norm: ``l2`` (``--attacker pgd_radius_l2``) or ``linf`` (``pgd_radius_linf``).
+
+    Returns:
+        The attacked noise ``[B * m, C, H, W]``, detached, in the same layout.
+    """
+    if norm not in RADIUS_PGD_NORMS:
+        raise ValueError(f"norm must be one of {list(RADIUS_PGD_NORMS)}, got {norm!r}")
+    m = noise.shape[0] // x.shape[0]
+    inputs = copies(x.detach(), m)
+    rows = copies(labels, m)
+    start = noise.detach()
+    start_norms = _per_row(row_norms(start), start)
+    dim = start[0].numel()
+    current = start
+    best = torch.zeros_like(start)
+    found = torch.zeros(len(start), dtype=torch.bool, device=start.device)
+    for _ in range(num_steps):
+        outputs: dict[str, Tensor] = {}
+
+        def loss_fn(point: Tensor, outputs: dict[str, Tensor] = outputs) -> Tensor:
+            logits = model(inputs + point)
+            outputs["wrong"] = logits.detach().argmax(dim=1) != rows
+            return F.cross_entropy(logits, rows, reduction="sum") / m
+
+        grad = _input_grad(loss_fn, current)
+        first = outputs["wrong"] & ~found
+        best[first] = current[first]
+        found |= first
+        if norm == "l2":
+            current = current + step_size * unit_eps(grad)
+        else:
+            current = current + step_size * grad.sign() / math.sqrt(dim)
+        current = (current / (_per_row(row_norms(current), current) + 1e-8) * start_norms).detach()
+    best[~found] = current[~found]
+    return best

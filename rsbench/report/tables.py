@@ -154,14 +154,14 @@ def display_frame(
     if any(cost != "?" for cost in costs):
         shown["cost"] = costs
     shown["ACR"] = [
-        _cell(line.acr, line.acr_sd_seeds, line.acr_low, line.acr_high, 1.0, 3) for line in frame.itertuples()
+        interval_cell(line.acr, line.acr_sd_seeds, line.acr_low, line.acr_high, 1.0, 3) for line in frame.itertuples()
     ]
     for radius in options.radii:
         column = radius_column(radius)
         shown[f"r={radius:g}"] = [
             "-"
             if math.isnan(value)
-            else _cell(
+            else interval_cell(
                 value,
                 frame.at[i, f"{column}_sd_seeds"],
                 frame.at[i, f"{column}_low"],
@@ -212,10 +212,16 @@ def p_text(value: float | None) -> str:
     return "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
-def _cell(value: float, sd: float, low: float, high: float, scale: float, digits: int) -> str:
+def interval_cell(
+    value: float, sd: float, low: float, high: float, scale: float, digits: int, sd_digits: int | None = None
+) -> str:
+    """``value ± sd [low, high]``, each times ``scale``, at ``digits`` decimals (the sd at ``sd_digits``).
+
+    ``sd_digits`` defaults to ``digits``; a NaN sd or interval is left out.
+    """
     text = f"{scale * value:.{digits}f}"
     if not math.isnan(sd):
-        text += f" ± {scale * sd:.{digits}f}"
+        text += f" ± {scale * sd:.{digits if sd_digits is None else sd_digits}f}"
     if not math.isnan(low):
         text += f" [{scale * low:.{digits}f}, {scale * high:.{digits}f}]"
     return text

@@ -1,0 +1,446 @@
+"""Dual randomized smoothing (Sun, Mao and Vechev, ICLR 2026, arXiv 2512.01782): a sound input-dependent sigma.
+
+A router h maps an image to one of K noise levels sigma_1 < ... < sigma_K, and expert f_k is a base classifier for
+sigma_k. Both are smoothed: the router at its own sigma_r, g_r(x) = argmax_k P(h(x + eta) = k), eta ~ N(0, sigma_r^2 I),
+and each expert at its sigma, g_k(x) = argmax_c P(f_k(x + eps) = c), eps ~ N(0, sigma_k^2 I). The dual classifier is
+
+    G(x) = g_{k(x)}(x)  with  k(x) = g_r(x),
+
+randomized smoothing with an input-dependent sigma that is locally constant: CERTIFY on the router (at failure
+probability beta) returns k and R_sigma such that g_r(x') = k for every ||x' - x|| < R_sigma; CERTIFY on expert k (at
+alpha, on noise independent of the router's) returns c and R_c such that g_k(x') = c for every ||x' - x|| < R_c.
+Within min(R_sigma, R_c) the router keeps choosing k, so G(x') = g_k(x') = c: the certificate of G is
+(c, min(R_sigma, R_c)). It fails only if the router's or the chosen expert's certificate fails: probability at most
+alpha + beta (the expert's bound holds conditionally on whichever k the router's independent noise chose). Where the
+router abstains (its p_lower < 1/2) G(x) is unknown and the dual certificate abstains; where the expert abstains, so
+does G. Running every expert and keeping the best radius would not be sound; only the routed expert's certificate
+counts, which is also why an expert's own record (same seed, same protocol) may be reused for the routed images.
+
+This differs from data-dependent smoothing (:mod:`rsbench.certify.data_dependent`, DDRS), whose per-input sigma is
+not certified to stay constant around x and whose radii are therefore not sound.
+
+``DualSmooth`` runs it on top of :class:`~rsbench.certify.smooth.Smooth` (fixed-n CERTIFY) or any certifier with
+the same signature (sequential CERTIFY); the router's noise of image i comes from ``derive_seed(seed_i, ROUTER_KEY)``
+and the experts' from ``seed_i`` itself, so the expert rows are exactly those an expert's own certification with
+the same seed writes. ``DualRow`` is the per-image record (Cohen's six columns first), :func:`summarize_dual` the
+``metrics.json`` content, :func:`router_labels` the router's training labels from the experts' certificates.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import astuple, dataclass, fields
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+from torch import Tensor
+
+from rsbench.certify.metrics import average_certified_radius, certified_accuracy_curve, radius_grid
+from rsbench.certify.seeding import derive_seed
+from rsbench.certify.smooth import Certificate, Smooth
+from rsbench.errors import damaged_record
+
+ABSTAIN = Smooth.ABSTAIN
+ROUTER_KEY = 7
+"""The seed key that separates the router's noise from the experts': image i's router draws come from
+``derive_seed(seed_i, ROUTER_KEY)``, independent of the experts' ``seed_i`` streams."""
+RECORD = "certify.tsv"
+SOUNDNESS = (
+    "dual randomized smoothing: sound for the dual classifier G(x) = g_{router(x)}(x); each certificate holds with "
+    "probability >= 1 - (alpha + beta) (router at beta, routed expert at alpha, independent noise)"
+)
+
+Certifier = Callable[[Smooth, Tensor, list[int], float], list[Certificate]]
+"""``certify(smooth, images, seeds, alpha) -> certificates``: fixed-n or sequential CERTIFY of a group of images."""
+
+
+def router_seed(seed: int) -> int:
+    """The seed of the router's noise for an image whose certification seed is ``seed``."""
+    return derive_seed(seed, ROUTER_KEY)
+
+
+@dataclass(frozen=True)
+class DualCertificate:
+    """The dual certificate of one image and the two certificates it is made of.
+
+    Attributes:
+        prediction: the certified class, or -1 (abstain).
+        radius: min(R_sigma, R_c), 0 on abstention.
+        expert: the index of the routed expert, or -1 when the router abstained.
+        sigma: the routed expert's sigma (0.0 when the router abstained).
+        router: the router's certificate (its ``prediction`` is the expert index).
+        classifier: the routed expert's certificate (``None`` when the router abstained).
+        alpha: the experts' failure probability.
+        beta: the router's failure probability.
+    """
+
+    prediction: int
+    radius: float
+    expert: int
+    sigma: float
+    router: Certificate
+    classifier: Certificate | None
+    alpha: float
+    beta: float
+
+    @property
+    def failure_probability(self) -> float:
+        """alpha + beta: the probability that this certificate is wrong, at most."""
+        return self.alpha + self.beta
+
+
+def combine(
+    router: Certificate, classifier: Certificate | None, sigmas: Sequence[float], alpha: float, beta: float
+) -> DualCertificate:
+    """The dual certificate from the router's and the routed expert's certificates (see the module docstring).
+
+    Args:
+        router: CERTIFY of the smoothed router at ``beta``; its prediction indexes ``sigmas``.
+        classifier: CERTIFY of the expert the router chose, at ``alpha`` (``None`` when the router abstained).
+        sigmas: the experts' noise levels.
+        alpha: the experts' failure probability.
+        beta: the router's failure probability.
+    """
+    if router.prediction == ABSTAIN:
+        return DualCertificate(ABSTAIN, 0.0, -1, 0.0, router, None, alpha, beta)
+    expert = int(router.prediction)
+    if classifier is None:
+        raise ValueError(f"the router chose expert {expert}, but no certificate of it was given")
+    if classifier.prediction == ABSTAIN:
+        return DualCertificate(ABSTAIN, 0.0, expert, float(sigmas[expert]), router, classifier, alpha, beta)
+    radius = min(router.radius, classifier.radius)
+    return DualCertificate(
+        int(classifier.prediction), radius, expert, float(sigmas[expert]), router, classifier, alpha, beta
+    )
+
+
+class DualSmooth:
+    """A smoothed router over K smoothed experts: CERTIFY of the dual classifier (see the module docstring).
+
+    Args:
+        router: the smoothed router (its ``num_classes`` is K, its ``sigma`` the router's noise level).
+        experts: the K smoothed experts, in the order of the router's outputs.
+        certifier: how a group of images is certified (:func:`fixed_n`, or a sequential certifier): the router's
+            images, and the experts' unless ``expert_certifier`` is given.
+        expert_certifier: how the experts' images are certified, when it differs (other n0 or n).
+    """
+
+    def __init__(
+        self,
+        router: Smooth,
+        experts: Sequence[Smooth],
+        certifier: Certifier,
+        expert_certifier: Certifier | None = None,
+    ) -> None:
+        if router.num_classes != len(experts):
+            raise ValueError(
+                f"the router chooses among {router.num_classes} sigmas but {len(experts)} experts were given"
+            )
+        self.router = router
+        self.experts = list(experts)
+        self.router_certifier = certifier
+        self.expert_certifier = expert_certifier or certifier
+
+    @property
+    def sigmas(self) -> list[float]:
+        """The experts' noise levels, in router order."""
+        return [expert.sigma for expert in self.experts]
+
+    def certify_batch(
+        self,
+        xs: Tensor,
+        seeds: Sequence[int],
+        alpha: float,
+        beta: float,
+        *,
+        expert_certificates: Callable[[int, list[int]], list[Certificate] | None] | None = None,
+    ) -> list[DualCertificate]:
+        """Dual CERTIFY of each image of ``xs``: the router at ``beta``, then the routed expert at ``alpha``.
+
+        Args:
+            xs: images ``[B, C, H, W]`` in [0,1].
+            seeds: one certification seed per image (the experts' streams; the router's are derived from them).
+            alpha: the experts' failure probability.
+            beta: the router's failure probability.
+            expert_certificates: ``(expert, positions) -> certificates`` already computed for those images (an
+                expert's own record with the same seeds and protocol), or ``None`` to certify them here.
+        """
+        seeds = [int(seed) for seed in seeds]
+        routes = self.router_certifier(self.router, xs, [router_seed(seed) for seed in seeds], beta)
+        classified: dict[int, Certificate] = {}
+        for expert in range(len(self.experts)):
+            positions = [i for i, cert in enumerate(routes) if cert.prediction == expert]
+            if not positions:
+                continue
+            given = expert_certificates(expert, positions) if expert_certificates is not None else None
+            if given is None:
+                given = self.expert_certifier(self.experts[expert], xs[positions], [seeds[i] for i in positions], alpha)
+            classified.update(zip(positions, given, strict=True))
+        return [combine(routes[i], classified.get(i), self.sigmas, alpha, beta) for i in range(len(xs))]
+
+
+def fixed_n(n0: int, n: int, batch_size: int) -> Certifier:
+    """Cohen et al.'s fixed-n CERTIFY (n0 selection, n estimation samples) as a :data:`Certifier`."""
+
+    def certify(smooth: Smooth, xs: Tensor, seeds: list[int], alpha: float) -> list[Certificate]:
+        return smooth.certify_batch(xs, n0, n, alpha, batch_size, seeds=seeds)
+
+    return certify
+
+
+# ------------------------------------------------------------------------------------------- router labels
+
+
+def router_labels(radii: np.ndarray) -> np.ndarray:
+    """Each image's router label: the expert with the largest certified radius, ties to the smallest sigma.
+
+    ``radii[i, k]`` is expert k's certified radius on training image i, 0 where it abstains or certifies a wrong
+    class. Routing each image to its largest radius maximises 1[R >= r] at every radius r at once, so a perfect
+    router is at least the per-radius envelope of the experts; images no expert certifies (all zero) go to the
+    smallest sigma, the most accurate expert.
+
+    >>> router_labels(np.array([[0.1, 0.4, 0.3], [0.0, 0.0, 0.0], [0.5, 0.5, 0.2]])).tolist()
+    [1, 0, 0]
+    """
+    radii = np.asarray(radii, dtype=np.float64)
+    if radii.ndim != 2:
+        raise ValueError(f"radii must be [images, experts], got shape {radii.shape}")
+    return np.argmax(radii, axis=1).astype(np.int64)  # argmax returns the first maximum: the smallest sigma
+
+
+# ------------------------------------------------------------------------------------------- records
+
+COLUMNS: tuple[str, ...] = (
+    "idx",
+    "label",
+    "predict",
+    "radius",
+    "correct",
+    "time",
+    "sigma",
+    "expert",
+    "router_radius",
+    "router_pA_lower",
+    "router_n",
+    "expert_predict",
+    "expert_radius",
+    "expert_pA_lower",
+    "expert_n",
+    "alpha",
+    "beta",
+    "sound",
+)
+
+
+@dataclass(frozen=True)
+class DualRow:
+    """One line of a dual ``certify.tsv``: Cohen's six columns, then the chosen sigma and both certificates.
+
+    ``radius`` is min(router_radius, expert_radius) (0 on abstention); ``sigma`` the routed expert's noise level
+    (0 when the router abstained, ``expert`` = -1); ``expert_predict`` -1 when the routed expert abstained or was not
+    run; ``alpha`` and ``beta`` the two failure probabilities, whose sum the certificate holds at.
+    """
+
+    idx: int
+    label: int
+    predict: int
+    radius: float
+    correct: bool
+    time: float
+    sigma: float
+    expert: int
+    router_radius: float
+    router_pA_lower: float
+    router_n: int
+    expert_predict: int
+    expert_radius: float
+    expert_pA_lower: float
+    expert_n: int
+    alpha: float
+    beta: float
+    sound: bool = True
+
+    @classmethod
+    def of(cls, idx: int, label: int, cert: DualCertificate) -> DualRow:
+        """The row of image ``idx`` (true class ``label``) certified as ``cert``."""
+        classifier = cert.classifier
+        seconds = cert.router.seconds + (classifier.seconds if classifier is not None else 0.0)
+        return cls(
+            idx=idx,
+            label=label,
+            predict=cert.prediction,
+            radius=cert.radius,
+            correct=cert.prediction == label,
+            time=round(seconds, 4),
+            sigma=cert.sigma,
+            expert=cert.expert,
+            router_radius=cert.router.radius,
+            router_pA_lower=cert.router.p_a_lower,
+            router_n=cert.router.n,
+            expert_predict=classifier.prediction if classifier is not None else ABSTAIN,
+            expert_radius=classifier.radius if classifier is not None else 0.0,
+            expert_pA_lower=classifier.p_a_lower if classifier is not None else 0.0,
+            expert_n=classifier.n if classifier is not None else 0,
+            alpha=cert.alpha,
+            beta=cert.beta,
+        )
+
+    def to_line(self) -> str:
+        """The row as a tab-separated line (floats at full precision, ``correct`` 0/1, ``sound`` true/false)."""
+        values = []
+        for value in astuple(self):
+            if isinstance(value, bool):
+                values.append("true" if value else "false")
+            elif isinstance(value, float):
+                values.append(repr(value))
+            else:
+                values.append(str(value))
+        values[COLUMNS.index("correct")] = "1" if self.correct else "0"
+        return "\t".join(values) + "\n"
+
+    @classmethod
+    def from_line(cls, line: str) -> DualRow:
+        """Parse a line written by :meth:`to_line`."""
+        parts = line.rstrip("\n").split("\t")
+        if len(parts) != len(COLUMNS):
+            raise ValueError(f"expected {len(COLUMNS)} tab-separated columns, got {len(parts)}: {line!r}")
+        kwargs: dict[str, Any] = {}
+        for field, text in zip(fields(cls), parts, strict=True):
+            if field.name == "correct":
+                kwargs[field.name] = text == "1"
+            elif field.name == "sound":
+                kwargs[field.name] = text == "true"
+            elif field.type in ("int", int):
+                kwargs[field.name] = int(text)
+            else:
+                kwargs[field.name] = float(text)
+        return cls(**kwargs)
+
+
+def read_dual_rows(path: Path) -> list[DualRow]:
+    """Every complete row of a dual ``certify.tsv`` (a last line cut short by a crash is ignored)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    lines = path.read_text().split("\n")
+    if len(lines) == 1:
+        return []
+    header, body = lines[0], lines[1:-1]
+    if tuple(header.split("\t")) != COLUMNS:
+        raise damaged_record(path, 1, f"it does not start with the dual certify.tsv header {COLUMNS}: {header!r}")
+    try:
+        return [DualRow.from_line(line) for line in body if line]
+    except ValueError as error:
+        raise damaged_record(path, None, str(error)) from None
+
+
+class DualRecordWriter:
+    """Appends dual rows to ``certify.tsv``, one flushed line each, after cutting a line a crash left half-written."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._file: TextIO | None = None
+
+    def __enter__(self) -> DualRecordWriter:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists() and self.path.stat().st_size > 0:
+            data = self.path.read_bytes()
+            if not data.endswith(b"\n"):
+                with self.path.open("rb+") as handle:
+                    handle.truncate(data.rfind(b"\n") + 1)
+            read_dual_rows(self.path)  # refuses a file of another format
+        if self.path.exists() and self.path.stat().st_size > 0:
+            self._file = self.path.open("a")
+        else:
+            self._file = self.path.open("w")
+            self._file.write("\t".join(COLUMNS) + "\n")
+            self._file.flush()
+        return self
+
+    def append(self, row: DualRow) -> None:
+        """Write one row and flush it to the OS."""
+        if self._file is None:
+            raise RuntimeError("DualRecordWriter must be entered before append()")
+        self._file.write(row.to_line())
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def __exit__(self, *exc: object) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+# ------------------------------------------------------------------------------------------- summary
+
+
+def summarize_dual(
+    rows: Sequence[DualRow],
+    *,
+    sigmas: Sequence[float],
+    router_sigma: float,
+    cap: float,
+    radius_step: float = 0.25,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``metrics.json`` content of dual rows: ACR, certified accuracy up to ``cap``, and what the router chose.
+
+    ``sigma`` is ``None`` (the noise level is input-dependent; ``sigmas`` lists the experts'), ``alpha`` the experts'
+    failure probability, ``beta`` the router's and ``failure_probability`` their sum, the promise of every row.
+
+    Args:
+        rows: one per certified image.
+        sigmas: the experts' noise levels.
+        router_sigma: the router's.
+        cap: the largest radius the protocol can certify (min of the router's cap and the largest expert cap).
+        radius_step: the grid step.
+        extra: more fields (dataset, subset, protocol, cost, ...).
+    """
+    radii = [row.radius for row in rows]
+    correct = [row.correct for row in rows]
+    alphas = {row.alpha for row in rows} or {math.nan}
+    betas = {row.beta for row in rows} or {math.nan}
+    if len(alphas) > 1 or len(betas) > 1:
+        raise ValueError(f"rows certified at different alpha/beta: {sorted(alphas)} / {sorted(betas)}")
+    alpha, beta = alphas.pop(), betas.pop()
+    chosen = {repr(float(s)): sum(row.expert == k for row in rows) for k, s in enumerate(sigmas)}
+    summary: dict[str, Any] = {
+        "acr": average_certified_radius(radii, correct),
+        "certified_accuracy": certified_accuracy_curve(radii, correct, radius_grid(cap, radius_step)),
+        "abstain_rate": sum(row.predict == ABSTAIN for row in rows) / len(rows) if rows else 0.0,
+        "num_images": len(rows),
+        "method": "dual_rs",
+        "sigma": None,
+        "sigmas": [float(s) for s in sigmas],
+        "router_sigma": float(router_sigma),
+        "alpha": alpha,
+        "beta": beta,
+        "failure_probability": alpha + beta,
+        "radius_cap": cap,
+        "sound": all(row.sound for row in rows),
+        "soundness": SOUNDNESS,
+        "router_abstain_rate": sum(row.expert == -1 for row in rows) / len(rows) if rows else 0.0,
+        "chosen_sigma": chosen,
+        "mean_samples": {
+            "router": float(np.mean([row.router_n for row in rows])) if rows else 0.0,
+            "expert": float(np.mean([row.expert_n for row in rows])) if rows else 0.0,
+        },
+    }
+    summary.update(extra or {})
+    return summary
+
+
+def envelope(curves: Iterable[Mapping[str, float]]) -> dict[str, float]:
+    """The per-radius maximum of several certified-accuracy curves (the best any single global sigma does there).
+
+    >>> envelope([{"0.0": 0.9, "0.5": 0.4}, {"0.0": 0.8, "0.5": 0.6, "1.0": 0.3}])
+    {'0.0': 0.9, '0.5': 0.6, '1.0': 0.3}
+    """
+    best: dict[str, float] = {}
+    for curve in curves:
+        for radius, value in curve.items():
+            best[radius] = max(best.get(radius, 0.0), value)
+    return dict(sorted(best.items(), key=lambda item: float(item[0])))

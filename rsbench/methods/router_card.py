@@ -1,0 +1,21 @@
+"""The card of dual randomized smoothing's router (:class:`rsbench.methods.router.RouterTraining`, ``method=router``).
+
+Paper: Sun, Mao and Vechev, "Dual Randomized Smoothing: Beyond Global Noise Variance", ICLR 2026 (arXiv
+2512.01782). The router is a classifier over the experts' sigmas, trained with Gaussian noise at its own sigma on
+the labels ``python -m rsbench.dual stage=labels`` writes (per training image, the expert whose small-n CERTIFY gives
+the largest radius); its training costs one Gaussian run with K outputs. It reproduces no published row by itself:
+``python -m rsbench.dual stage=certify`` certifies it with the experts, and that certificate, min(R_sigma, R_c),
+holds at failure probability alpha + beta (docs/dual_smoothing.md).
+"""
+
+from rsbench.methods.card import MethodCard
+
+CARD = MethodCard(
+    name="router",
+    target="rsbench.methods.router.RouterTraining",
+    paper="Sun, Mao and Vechev, ICLR 2026 (dual randomized smoothing)",
+    path_arguments=("labels_file",),
+    prerequisites=(
+        "router labels from python -m rsbench.dual stage=labels over one trained expert per sigma (method.labels_file)"
+    ),
+)

@@ -1,0 +1,133 @@
+"""``python -m rsbench.dual`` (rsbench/dual/stages.py) in process, on the embedded MNIST with small LeNets.
+
+A constant router makes the dual certificate checkable against an expert's own certification: the router votes for
+one expert on every noisy copy, so its certificate is the radius cap and the dual row must be that expert's row
+(same seed, same protocol) with the radius min(cap, expert radius). The stages' files, resume and refusals follow.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import DictConfig
+
+from rsbench.archs.registry import build_classifier
+from rsbench.certify.dual import read_dual_rows
+from rsbench.certify.records import read_rows
+from rsbench.dual import stages
+from rsbench.errors import ConfigError
+from tests.helpers import certify, compose_config, save_checkpoint
+
+SIGMAS = (0.25, 0.5)
+SMALL = ("certify=smoke", "certify.max_images=3")
+
+
+@pytest.fixture(scope="module")
+def experts(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Two LeNets (random weights, seeded) saved as Gaussian checkpoints at sigma 0.25 and 0.5."""
+    folder = tmp_path_factory.mktemp("experts")
+    paths = []
+    for k, sigma in enumerate(SIGMAS):
+        torch.manual_seed(k)
+        net = build_classifier("lenet", 10, {"kind": "identity"}, 1)
+        paths.append(save_checkpoint(net, folder / f"expert{k}.ckpt", sigma=sigma, method="gaussian"))
+    return paths
+
+
+def dual_cfg(output_dir: Path, experts: list[Path], *overrides: str) -> DictConfig:
+    return compose_config(
+        f"experts=[{experts[0]},{experts[1]}]", *SMALL, *overrides, output_dir=output_dir, config_name="dual"
+    )
+
+
+def constant_router(choice: int) -> tuple[str, ...]:
+    return (
+        "router=constant",
+        f"router.sigmas=[{SIGMAS[0]},{SIGMAS[1]}]",
+        f"router.choice={choice}",
+        "router.sigma=1.0",
+    )
+
+
+@pytest.mark.slow
+def test_a_constant_router_gives_the_experts_own_certificates(tmp_path: Path, experts: list[Path]) -> None:
+    expert_dir = tmp_path / "expert1"
+    certify(expert_dir, f"model.path={experts[1]}", "certify.max_images=3")
+    own = read_rows(expert_dir / "certify.tsv")
+    summary = stages.certify_stage(dual_cfg(tmp_path / "dual", experts, *constant_router(1)), tmp_path / "dual")
+    rows = read_dual_rows(tmp_path / "dual" / "certify.tsv")
+    assert summary is not None
+    assert summary["chosen_sigma"] == {"0.25": 0, "0.5": 3}
+    for dual, expert in zip(rows, own, strict=True):
+        assert (dual.idx, dual.label, dual.sigma, dual.expert) == (expert.idx, expert.label, 0.5, 1)
+        assert (dual.expert_predict, dual.expert_radius, dual.expert_n) == (expert.predict, expert.radius, expert.n)
+        assert dual.radius == min(dual.router_radius, expert.radius)
+        assert dual.predict == expert.predict
+    # the router's certificate: every one of n votes for the chosen expert -> sigma_r * Phi^-1(alpha^(1/n))
+    assert rows[0].router_radius == pytest.approx(summary["radius_caps"]["router"])
+    assert summary["failure_probability"] == pytest.approx(2 * summary["alpha"])
+
+
+@pytest.mark.slow
+def test_reused_expert_records_give_the_same_rows(tmp_path: Path, experts: list[Path]) -> None:
+    records = []
+    for k, path in enumerate(experts):
+        certify(tmp_path / f"expert{k}", f"model.path={path}", "certify.max_images=3")
+        records.append(str(tmp_path / f"expert{k}"))
+    computed = dual_cfg(tmp_path / "computed", experts, *constant_router(0))
+    reused = dual_cfg(tmp_path / "reused", experts, *constant_router(0), f"expert_records=[{records[0]},{records[1]}]")
+    stages.certify_stage(computed, tmp_path / "computed")
+    stages.certify_stage(reused, tmp_path / "reused")
+    strip = lambda rows: [(r.idx, r.predict, r.radius, r.expert_radius, r.router_radius) for r in rows]  # noqa: E731
+    assert strip(read_dual_rows(tmp_path / "computed" / "certify.tsv")) == strip(
+        read_dual_rows(tmp_path / "reused" / "certify.tsv")
+    )
+    metrics = json.loads((tmp_path / "reused" / "metrics.json").read_text())
+    assert metrics["expert_records"] == records
+
+
+def test_expert_records_of_another_protocol_are_refused(tmp_path: Path, experts: list[Path]) -> None:
+    for k, path in enumerate(experts):
+        certify(tmp_path / f"expert{k}", f"model.path={path}", "certify.max_images=3", "certify.n=100")
+    cfg = dual_cfg(
+        tmp_path / "dual",
+        experts,
+        *constant_router(0),
+        f"expert_records=[{tmp_path / 'expert0'},{tmp_path / 'expert1'}]",
+    )
+    with pytest.raises(ConfigError, match="certified otherwise"):
+        stages.certify_stage(cfg, tmp_path / "dual")
+    assert not (tmp_path / "dual" / "certify.tsv").exists()
+
+
+def test_certify_resumes_without_recomputing_rows(tmp_path: Path, experts: list[Path]) -> None:
+    cfg = dual_cfg(tmp_path / "dual", experts, *constant_router(1))
+    stages.certify_stage(cfg, tmp_path / "dual")
+    before = (tmp_path / "dual" / "certify.tsv").read_text()
+    lines = before.splitlines(keepends=True)
+    (tmp_path / "dual" / "certify.tsv").write_text("".join(lines[:2]))  # as if stopped after the first image
+    stages.certify_stage(cfg, tmp_path / "dual")
+    assert (tmp_path / "dual" / "certify.tsv").read_text().splitlines()[:2] == before.splitlines()[:2]
+    assert len(read_dual_rows(tmp_path / "dual" / "certify.tsv")) == 3
+
+
+def test_router_sigmas_must_be_the_experts(tmp_path: Path, experts: list[Path]) -> None:
+    cfg = dual_cfg(tmp_path / "dual", experts, "router=constant", "router.sigmas=[0.25,1.0]", "router.sigma=1.0")
+    with pytest.raises(ConfigError, match="routes to sigmas"):
+        stages.certify_stage(cfg, tmp_path / "dual")
+
+
+def test_labels_stage_labels_the_chosen_training_images(tmp_path: Path, experts: list[Path]) -> None:
+    cfg = dual_cfg(tmp_path / "labels", experts, "labels.max_images=4", "labels.skip=7", "labels.n0=8", "labels.n=64")
+    path = stages.labels_stage(cfg, tmp_path / "labels")
+    table = torch.load(path, weights_only=True)
+    chosen = (table["labels"] >= 0).nonzero().flatten().tolist()
+    assert chosen == [0, 7, 14, 21]
+    radii = table["radii"][chosen]
+    assert table["labels"][chosen].tolist() == radii.argmax(dim=1).tolist()
+    assert table["sigmas"] == list(SIGMAS)
+    again = stages.labels_stage(cfg, tmp_path / "labels")  # written: read back, not recomputed
+    assert again == path
