@@ -114,8 +114,10 @@ def p_correct(counts: Tensor, num_samples: int) -> Tensor:
 
 
 def hard_sample_mask(p_a: Tensor, threshold: float) -> Tensor:
-    """The images kept by ``--ds_hard``: p_A >= threshold, compared in float32 as numpy compares the reference's
-    float32 array with a Python float (value-based casting in numpy 1, NEP 50 in numpy 2).
+    """The images kept by ``--ds_hard``: p_A >= threshold, compared in float32.
+
+    float32 as numpy compares the reference's float32 array with a Python float (value-based casting in numpy 1,
+    NEP 50 in numpy 2).
 
     Args:
         p_a: float32 estimates from :func:`p_correct`.

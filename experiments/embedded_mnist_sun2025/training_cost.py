@@ -1,6 +1,6 @@
 """The training cost of method=sun2025 relative to Gaussian augmentation, measured on this machine.
 
-    python experiments/embedded_mnist_sun2025/cost.py [--repeats 5] [--batch 256] [--sigma 0.5]
+    python experiments/embedded_mnist_sun2025/training_cost.py [--repeats 5] [--batch 256] [--sigma 0.5]
 
 Times one loader batch of LeNet training on MNIST-sized images (the embedded subset's first training images) for
 Gaussian augmentation and for Sun et al. before its stage epoch (m = 4 noisy copies, 4 optimizer steps) and after it
