@@ -43,6 +43,7 @@ PIPELINE = (
     "merge",
     "sharding",
     "metrics",
+    "dual",
 )
 
 

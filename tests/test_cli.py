@@ -451,6 +451,7 @@ def test_a_sweep_jobs_folder_resumes_with_the_command_rsbench_printed(tmp_path: 
     assert len(read_rows(old / "certify.tsv")) == 11
 
 
+@pytest.mark.slow  # 27 s on 2 idle cores: an Optuna search of several trials
 @pytest.mark.skipif(
     importlib.util.find_spec("hydra_plugins.hydra_optuna_sweeper") is None, reason="pip install -e '.[optuna]'"
 )

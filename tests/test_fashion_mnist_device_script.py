@@ -67,6 +67,7 @@ def script(*args: str, cwd: Path = ROOT, **env: str) -> subprocess.CompletedProc
     )
 
 
+@pytest.mark.slow  # 53 s on 2 idle cores: trains and certifies a cell, packs, continues and unpacks it
 def test_a_cell_is_trained_certified_packed_continued_and_unpacked_where_the_report_reads_it(
     data: Path, tmp_path: Path
 ) -> None:
@@ -129,6 +130,7 @@ def test_a_cell_is_trained_certified_packed_continued_and_unpacked_where_the_rep
     assert "certify.skip=1" in overrides
 
 
+@pytest.mark.slow  # 35 s on 2 idle cores
 def test_a_cell_the_budget_cannot_fit_is_not_started_and_a_failing_one_keeps_its_output_beside_others(
     data: Path, tmp_path: Path
 ) -> None:
@@ -275,6 +277,7 @@ def test_each_step_refuses_what_it_cannot_use(tmp_path: Path) -> None:
 LAMBDA_SCRIPT = ROOT / "experiments" / "fashion_mnist_macer_lambda" / "run.sh"
 
 
+@pytest.mark.slow  # 61 s on 2 idle cores: two MACER runs through the device script and back
 def test_the_macer_lambda_runs_go_beside_the_cells_come_back_and_are_continued_here(data: Path, tmp_path: Path) -> None:
     """MACER_LAMBDA=1 runs experiments/fashion_mnist_macer_lambda/run.sh in the run step (here alone: no cells; sigma
     0.5, lambdas 16 and 4, one epoch after the deferred ones, on the tiny data with 2 noisy copies): the deferred run

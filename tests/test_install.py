@@ -24,7 +24,9 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make on
 
 def make_dry_run(target: str) -> list[list[str]]:
     """The commands ``make <target>`` would run, split as the shell would."""
-    result = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True, check=True)
+    # --no-print-directory: under `make test` (MAKELEVEL set) make would add "Entering/Leaving directory" lines
+    command = ["make", "--no-print-directory", "-n", target]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True)
     return [shlex.split(line) for line in result.stdout.splitlines() if line.strip()]
 
 

@@ -237,6 +237,7 @@ def test_interrupted_certification_resumes_without_losing_or_duplicating_rows(sm
     )
 
 
+@pytest.mark.slow  # 35 s on 2 idle cores: a sweep of full runs with the W&B logger
 def test_multirun_sweep_makes_one_wandb_run_per_job(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     subprocess.run(

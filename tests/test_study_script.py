@@ -35,6 +35,7 @@ def study(sweep: Path, **settings: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow  # 44 s on 2 idle cores: several runs, one process each, then the report
 def test_one_process_per_run_fills_the_folders_one_sweep_would_and_ends_in_the_report(tmp_path: Path) -> None:
     result = study(tmp_path / "runs", PARALLEL="runs")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

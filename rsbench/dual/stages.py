@@ -35,7 +35,7 @@ from omegaconf import DictConfig
 from torch import Tensor
 
 from rsbench.archs.classifier import weights_fingerprint
-from rsbench.certify.bounds import radius_cap
+from rsbench.certify.caps import fixed_n_cap
 from rsbench.certify.dual import (
     RECORD,
     Certifier,
@@ -337,7 +337,7 @@ def certifier_for(settings: CertifySettings, n0: int, n: int) -> Certifier:
 def cap_for(settings: CertifySettings, sigma: float, n0: int, n: int, alpha: float) -> float:
     """The largest radius reported at ``sigma`` with (n0, n, alpha): fixed-n's cap, or the sequential design's."""
     if settings.sequential is None:
-        return radius_cap(sigma, n, alpha)
+        return fixed_n_cap(sigma, n, alpha)
     return settings.sequential.cap(sigma, replace(settings.protocol, n0=n0, n=n, alpha=alpha))
 
 

@@ -115,9 +115,9 @@ class Entry:
     @property
     def cap(self) -> float:
         """The largest radius the protocol can certify, sigma * Phi^-1(alpha^(1/n)) (inf when n or alpha is unknown)."""
-        from rsbench.certify.bounds import radius_cap
+        from rsbench.certify.caps import fixed_n_cap
 
-        return radius_cap(self.sigma, int(self.n), float(self.alpha)) if self.n and self.alpha else math.inf
+        return fixed_n_cap(self.sigma, int(self.n), float(self.alpha)) if self.n and self.alpha else math.inf
 
     @property
     def runs(self) -> int:

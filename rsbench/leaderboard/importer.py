@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from rsbench.certify.bounds import radius_cap
+from rsbench.certify.caps import fixed_n_cap
 from rsbench.leaderboard.sources import DATASET_ARCHS, Parsed, parse
 
 TARGET = Path(__file__).resolve().parents[1] / "report" / "released"
@@ -154,12 +154,12 @@ def consistent_alpha(largest: float, sigma: float, card: Card) -> tuple[float, s
     ("" when it is the documented one).
     """
     for alpha in (card.alpha, *ALPHAS):
-        if largest <= radius_cap(sigma, card.n, alpha) * 1.005:
+        if largest <= fixed_n_cap(sigma, card.n, alpha) * 1.005:
             if alpha == card.alpha:
                 return alpha, ""
             return alpha, (
                 f"largest radius {largest:g} exceeds the alpha = {card.alpha:g} cap "
-                f"({radius_cap(sigma, card.n, card.alpha):.3f}): consistent with alpha = {alpha:g}"
+                f"({fixed_n_cap(sigma, card.n, card.alpha):.3f}): consistent with alpha = {alpha:g}"
             )
     return card.alpha, f"largest radius {largest:g} exceeds every cap at n = {card.n:,}"
 
