@@ -29,16 +29,16 @@ the same seed writes. ``DualRow`` is the per-image record (Cohen's six columns f
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import numpy as np
 from torch import Tensor
 
 from rsbench.certify.metrics import average_certified_radius, certified_accuracy_curve, radius_grid
+from rsbench.certify.records import RecordWriter
 from rsbench.certify.seeding import derive_seed
 from rsbench.certify.smooth import Certificate, Smooth
 from rsbench.errors import damaged_record
@@ -337,41 +337,14 @@ def read_dual_rows(path: Path) -> list[DualRow]:
         raise damaged_record(path, None, str(error)) from None
 
 
-class DualRecordWriter:
-    """Appends dual rows to ``certify.tsv``, one flushed line each, after cutting a line a crash left half-written."""
+class DualRecordWriter(RecordWriter):
+    """Appends dual rows to ``certify.tsv``: :class:`RecordWriter` with the dual columns.
+
+    One flushed line each, after cutting a line a crash left half-written; a file with another header is refused.
+    """
 
     def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self._file: TextIO | None = None
-
-    def __enter__(self) -> DualRecordWriter:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.path.exists() and self.path.stat().st_size > 0:
-            data = self.path.read_bytes()
-            if not data.endswith(b"\n"):
-                with self.path.open("rb+") as handle:
-                    handle.truncate(data.rfind(b"\n") + 1)
-            read_dual_rows(self.path)  # refuses a file of another format
-        if self.path.exists() and self.path.stat().st_size > 0:
-            self._file = self.path.open("a")
-        else:
-            self._file = self.path.open("w")
-            self._file.write("\t".join(COLUMNS) + "\n")
-            self._file.flush()
-        return self
-
-    def append(self, row: DualRow) -> None:
-        """Write one row and flush it to the OS."""
-        if self._file is None:
-            raise RuntimeError("DualRecordWriter must be entered before append()")
-        self._file.write(row.to_line())
-        self._file.flush()
-        os.fsync(self._file.fileno())
-
-    def __exit__(self, *exc: object) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        super().__init__(path, COLUMNS)
 
 
 # ------------------------------------------------------------------------------------------- summary

@@ -25,7 +25,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from rsbench.errors import ProtocolMismatchError, RunDirectoryBusyError, damaged_record
 
@@ -230,6 +230,12 @@ def record_columns(names_threat: bool) -> tuple[str, ...]:
     return COLUMNS + THREAT_COLUMNS if names_threat else COLUMNS
 
 
+class RecordRow(Protocol):
+    """A row a :class:`RecordWriter` appends: :class:`CertificationRow`, or another record's row of its own columns."""
+
+    def to_line(self) -> str: ...  # noqa: D102
+
+
 class RecordWriter:
     """Appends rows to one record file, flushing each, after cutting a line a crash left half-written.
 
@@ -270,7 +276,7 @@ class RecordWriter:
             self._file.flush()
         return self
 
-    def append(self, row: CertificationRow) -> None:
+    def append(self, row: RecordRow) -> None:
         """Write one row and flush it to the OS, so a killed process loses at most the row being computed."""
         if self._file is None:
             raise RuntimeError("RecordWriter must be entered (with RecordWriter(path) as writer) before append()")
