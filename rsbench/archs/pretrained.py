@@ -29,6 +29,7 @@ from torch import Tensor, nn
 from rsbench.archs.classifier import Classifier
 from rsbench.archs.input_layer import InputLayer
 from rsbench.errors import ConfigError
+from rsbench.loading import file_digest
 
 INSTALL = "pip install 'rsbench[pretrained]'"
 PIL_RESAMPLE = {0: "nearest", 2: "bilinear", 3: "bicubic", 1: "area", 4: "area", 5: "area"}
@@ -182,15 +183,6 @@ def _numbers(values: Sequence[float]) -> str:
     return "[" + ",".join(f"{float(v):.6g}" for v in values) + "]"
 
 
-def file_sha256(path: str | Path) -> str:
-    """The SHA-256 of a file (hex)."""
-    digest = hashlib.sha256()
-    with Path(path).expanduser().open("rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 # ----------------------------------------------------------------------------------------------------------- timm
 
 
@@ -231,7 +223,7 @@ def timm_network(
         overlay = {"file": str(path), "custom_load": path.suffix == ".npz"}
         if _head_classes(timm, name, path) == num_classes:  # a head for these classes (your own weights): keep it
             overlay["num_classes"] = num_classes
-        spec["pretrained"] = {"file": str(path), "sha256": file_sha256(path)}
+        spec["pretrained"] = {"file": str(path), "sha256": file_digest(path)}
     elif pretrained is True or str(pretrained).lower() == "true":
         overlay = _timm_cached_weights(timm, name, download)
         spec["pretrained"] = {"name": name, **({"file": overlay["file"]} if "file" in overlay else {})}
@@ -479,7 +471,7 @@ def clip_network(
     weights = str(Path(pretrained).expanduser()) if pretrained else None
     model = open_clip.create_model(name, pretrained=weights, load_weights=weights is not None).eval()
     prompts = [template.format(c) for c in classnames for template in templates]
-    key = hashlib.sha256(json.dumps([name, file_sha256(weights) if weights else "random", prompts]).encode())
+    key = hashlib.sha256(json.dumps([name, file_digest(weights) if weights else "random", prompts]).encode())
     embeddings = _cached(cache, key.hexdigest())
     if embeddings is None:
         tokenizer = open_clip.get_tokenizer(name)
@@ -505,7 +497,7 @@ def clip_network(
         "name": name,
         "classnames": list(classnames),
         "templates": list(templates),
-        "pretrained": {"file": weights, "sha256": file_sha256(weights)} if weights else None,
+        "pretrained": {"file": weights, "sha256": file_digest(weights)} if weights else None,
         "logit_scale": scale,
     }
     return network, declared, spec

@@ -38,7 +38,7 @@ import numpy as np
 from torch import Tensor
 
 from rsbench.certify.metrics import average_certified_radius, certified_accuracy_curve, radius_grid
-from rsbench.certify.records import RecordWriter
+from rsbench.certify.records import RecordWriter, tsv_line
 from rsbench.certify.seeding import derive_seed
 from rsbench.certify.smooth import Certificate, Smooth
 from rsbench.errors import damaged_record
@@ -290,16 +290,7 @@ class DualRow:
 
     def to_line(self) -> str:
         """The row as a tab-separated line (floats at full precision, ``correct`` 0/1, ``sound`` true/false)."""
-        values = []
-        for value in astuple(self):
-            if isinstance(value, bool):
-                values.append("true" if value else "false")
-            elif isinstance(value, float):
-                values.append(repr(value))
-            else:
-                values.append(str(value))
-        values[COLUMNS.index("correct")] = "1" if self.correct else "0"
-        return "\t".join(values) + "\n"
+        return tsv_line(astuple(self), correct_at=COLUMNS.index("correct"))
 
     @classmethod
     def from_line(cls, line: str) -> DualRow:

@@ -47,6 +47,21 @@ THREAT_COLUMNS: tuple[str, ...] = ("norm", "noise")
 DEFAULT_THREAT = ("l2", "gaussian")
 
 
+def tsv_line(values: Iterable[Any], correct_at: int) -> str:
+    """A record's values as one tab-separated line.
+
+    Floats at full precision (``repr``), booleans ``true``/``false``, except the value at ``correct_at`` (Cohen's
+    ``correct`` column), written ``1``/``0``.
+    """
+    values = list(values)
+    cells = [
+        ("true" if v else "false") if isinstance(v, bool) else repr(v) if isinstance(v, float) else str(v)
+        for v in values
+    ]
+    cells[correct_at] = "1" if values[correct_at] else "0"
+    return "\t".join(cells) + "\n"
+
+
 @dataclass(frozen=True)
 class CertificationRow:
     """One line of ``certify.tsv``."""
@@ -72,16 +87,8 @@ class CertificationRow:
 
     def to_line(self) -> str:
         """The row as a tab-separated line (full float precision, ``correct`` as 0/1, ``sound`` as true/false)."""
-        values = []
-        for value in astuple(self)[: len(COLUMNS) + (len(THREAT_COLUMNS) if self.names_threat else 0)]:
-            if isinstance(value, bool):
-                values.append("true" if value else "false")
-            elif isinstance(value, float):
-                values.append(repr(value))
-            else:
-                values.append(str(value))
-        values[COLUMNS.index("correct")] = "1" if self.correct else "0"
-        return "\t".join(values) + "\n"
+        values = astuple(self)[: len(COLUMNS) + (len(THREAT_COLUMNS) if self.names_threat else 0)]
+        return tsv_line(values, correct_at=COLUMNS.index("correct"))
 
     @classmethod
     def from_line(cls, line: str) -> CertificationRow:
