@@ -75,6 +75,50 @@ def test_a_config_group_a_run_did_not_override_reads_as_the_option_it_used(tmp_p
     assert sorted(frame["experiment"]) == ["mnist_study", "none"]  # two settings, not two seeds of one
 
 
+def test_a_mapping_override_reads_as_hydra_parsed_it_not_as_yaml(tmp_path: Path) -> None:
+    """``+arch.network.options={img_size:32,depth:3}`` is the mapping Hydra built; YAML would read the key
+    ``img_size:32`` with no value. Written two ways, it is one setting (two seeds of one row); another value, another."""
+    make_run(tmp_path / "a", [0.3, 0.5], overrides=["+arch.network.options={img_size:32,depth:3}"])
+    make_run(tmp_path / "b", [0.4, 0.5], seed=1, overrides=["+arch.network.options={img_size: 32, depth: 3}"])
+    make_run(tmp_path / "c", [0.4, 0.5], overrides=["+arch.network.options={img_size:64,depth:3}"])
+    frame = run_report(tmp_path, str(tmp_path), "--no-published").set_index("arch.network.options")
+    assert sorted(frame.index) == ['{"img_size": 32, "depth": 3}', '{"img_size": 64, "depth": 3}']
+    assert frame.at['{"img_size": 32, "depth": 3}', "seeds"] == 2
+
+
+def test_a_certification_resumed_to_more_images_is_the_setting_it_certified_not_its_first_command(
+    tmp_path: Path,
+) -> None:
+    """A run started with certify.max_images=100 and resumed to 300 (a resume keeps the first command's overrides;
+    its certify_protocol.json says 300) is one setting with a run certified to 300 in one go; one stopped at 100
+    is another."""
+    rng = np.random.default_rng(6)
+    for name, seed, first, certified in (("resumed", 0, 100, 300), ("whole", 1, None, 300), ("short", 2, 100, 100)):
+        folder = make_run(tmp_path / name, radii_of(rng, size=30), seed=seed)
+        if first is not None:
+            overrides = yaml.safe_load((folder / ".hydra" / "overrides.yaml").read_text())
+            (folder / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([*overrides, f"certify.max_images={first}"]))
+        config = yaml.safe_load((folder / ".hydra" / "config.yaml").read_text())
+        (folder / ".hydra" / "config.yaml").write_text(yaml.safe_dump({**config, "certify": {"max_images": 300}}))
+        (folder / "certify_protocol.json").write_text(json.dumps({"max_images": certified, "n": N, "skip": 1}))
+    frame = run_report(tmp_path, str(tmp_path), "--no-published").set_index("certify.max_images")
+    assert frame.at[300, "seed_list"] == "0 1"
+    assert frame.at[100, "seeds"] == 1
+
+
+def test_a_run_recorded_before_an_optional_hyperparameter_existed_is_a_seed_of_the_runs_recorded_after(
+    tmp_path: Path,
+) -> None:
+    """Runs recorded after ``lora`` joined the hyperparameters (None: off) are the same setting as one recorded
+    before it; a value that is not None is another setting."""
+    rng = np.random.default_rng(7)
+    make_run(tmp_path / "before", radii_of(rng), hparams={"lbd": 5})
+    make_run(tmp_path / "after", radii_of(rng), seed=1, hparams={"lbd": 5, "lora": None})
+    make_run(tmp_path / "adapted", radii_of(rng), seed=2, hparams={"lbd": 5, "lora": {"r": 8}})
+    frame = run_report(tmp_path, str(tmp_path), "--no-published")
+    assert sorted(frame["seeds"]) == [1, 2]
+
+
 def test_a_row_shows_intervals_over_images_and_every_format_is_written(tmp_path: Path) -> None:
     radii = radii_of(np.random.default_rng(1), size=200)
     make_run(tmp_path / "run", radii)

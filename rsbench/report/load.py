@@ -239,6 +239,8 @@ def read_run(run: Path) -> list[Result]:
     """The results of one run folder: one, or two for runs certified with a per-input sigma (sound one first)."""
     metrics = _read_json(run / "metrics.json")
     hydra = _read_hydra(run)
+    if (run / "certify_protocol.json").is_file():
+        hydra["overrides"] = as_certified(hydra["overrides"], _read_json(run / "certify_protocol.json"))
     if "fixed_sigma" not in metrics:
         variant = _sequential_variant(metrics) if metrics.get("mode") == "sequential" else ""
         return [_run_result(run, "certify", metrics, metrics, hydra, variant)]
@@ -458,6 +460,40 @@ def _read_json(path: Path) -> dict[str, Any]:
     return content
 
 
+def override_value(override: str, text: str) -> Any:
+    """The value of one command-line override as Hydra reads it (``{a:1}`` a mapping, ``[1,2]`` a list, ``0.5`` a float).
+
+    Hydra's override grammar, not YAML's: ``+arch.network.options={img_size:32}`` is ``{'img_size': 32}``, where YAML
+    would read the key ``img_size:32``. ``text`` (the part after ``=``) is returned when the grammar refuses the line.
+
+    >>> override_value("+arch.network.options={img_size:32,depth:3}", "{img_size:32,depth:3}")
+    {'img_size': 32, 'depth': 3}
+    >>> override_value("model.path=/runs/a=b/best.ckpt", "/runs/a=b/best.ckpt")
+    '/runs/a=b/best.ckpt'
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        return OverridesParser.create().parse_override(override).value()
+    except HydraException:
+        return text
+
+
+def as_certified(overrides: Mapping[str, str], protocol: Mapping[str, Any]) -> dict[str, str]:
+    """``overrides`` with each ``certify.<key>`` the run's ``certify_protocol.json`` records set to the recorded value.
+
+    The protocol file is what the rows were certified under; ``.hydra/overrides.yaml`` is the first command's. They
+    differ when a certification was resumed with a larger ``certify.max_images`` (a resume keeps the first
+    command's config): such a run is the same setting as one certified to that size in one go.
+
+    >>> as_certified({"certify.max_images": "100", "method.lbd": "5"}, {"max_images": 300})
+    {'certify.max_images': '300', 'method.lbd': '5'}
+    """
+    recorded = {f"certify.{key}": canonical(value) for key, value in protocol.items()}
+    return {key: recorded.get(key, value) for key, value in overrides.items()}
+
+
 def _read_hydra(run: Path) -> dict[str, Any]:
     """The run's descriptive overrides (``key -> value``), group choices and config from ``.hydra/``, if there.
 
@@ -476,7 +512,7 @@ def _read_hydra(run: Path) -> dict[str, Any]:
             key, _, value = str(override).partition("=")
             key = override_key(key)
             if describes_setting(key, value) and key not in execution and not str(override).startswith("~"):
-                hydra["overrides"][key] = canonical(value)
+                hydra["overrides"][key] = canonical(override_value(str(override), value))
     if config_file.exists():
         hydra["config"] = OmegaConf.load(config_file)
     return hydra

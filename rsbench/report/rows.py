@@ -143,7 +143,15 @@ def group_rows(results: Sequence[Result]) -> tuple[list[Row], list[str], dict[st
 
 
 def _hparams_key(hparams: Mapping[str, Any]) -> HParams:
-    return tuple(sorted((k, canonical(v)) for k, v in hparams.items()))
+    """The recorded hyperparameters as a setting's identity, those at None left out.
+
+    rsbench adds an optional feature as a hyperparameter that defaults to None (``lora``): a run recorded before it
+    existed ran without it, so ``{"lora": None, ...}`` and ``{...}`` are one setting.
+
+    >>> _hparams_key({"lbd": 5, "lora": None}) == _hparams_key({"lbd": 5.0})
+    True
+    """
+    return tuple(sorted((k, canonical(v)) for k, v in hparams.items() if v is not None))
 
 
 def _adopt_hparams(result: Result, candidates: Mapping[HParams, Mapping[str, Any]]) -> Result:
