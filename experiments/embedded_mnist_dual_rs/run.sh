@@ -10,7 +10,8 @@
 set -euo pipefail
 OUT=${OUT:-multirun/embedded_mnist_dual_rs}
 IMAGES=${IMAGES:-300}
-C="certify=sequential certify.n0=100 certify.n=10000 certify.alpha=0.001 certify.skip=1 certify.max_images=$IMAGES"
+C="certify=sequential certify.design=betting certify.n0=100 certify.n=10000 certify.alpha=0.001 certify.skip=1"
+C="$C certify.max_images=$IMAGES"
 done_run() { [ -f "$1/status.json" ] && grep -q '"completed"' "$1/status.json"; }
 for s in 0.25 0.5 1.0; do
   done_run "$OUT/train_sigma$s" || python -m rsbench experiment=mnist_study method=gaussian sigma=$s seed=0 test=false \

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Dual randomized smoothing on Fashion-MNIST at paper scale (issue 42; docs/dual_smoothing.md), every step resumable:
+# Dual randomized smoothing on Fashion-MNIST at paper scale (docs/dual_smoothing.md), every step resumable:
 #   bash experiments/fashion_mnist_dual_rs/run.sh            # into $OUT (default multirun/fashion_mnist_dual_rs)
 # 1. Gaussian experts at sigma 0.25 / 0.5 / 1.0 with the authors' recipe (LeNet, 90 epochs, all 60,000 training
 #    images, protocol=authors), one after another;
-# 2. each expert certified on the every-20th test image (500 images) with sequential CERTIFY (betting design, at most
+# 2. each expert certified on the every-20th test image (500 images) with sequential CERTIFY (its default design, at most
 #    n = 100,000 estimation samples, n0 = 100, alpha = 0.001: the same guarantee as fixed-n CERTIFY at alpha, with
 #    certified accuracy decided on the grid up to the radius cap 0.75 / 1.75 / 2.5);
 # 3. router labels on every 3rd training image (each expert's CERTIFY at n0 = 16, n = 256, alpha = 0.001);
