@@ -2,9 +2,10 @@
 # Dual randomized smoothing on Fashion-MNIST at paper scale (docs/dual_smoothing.md), every step resumable:
 #   bash experiments/fashion_mnist_dual_rs/run.sh            # into $OUT (default multirun/fashion_mnist_dual_rs)
 # 1. Gaussian experts at sigma 0.25 / 0.5 / 1.0 with the authors' recipe (LeNet, 90 epochs, all 60,000 training
-#    images, protocol=authors), one after another;
-# 2. each expert certified on the every-20th test image (500 images) with sequential CERTIFY (its default design, at most
-#    n = 100,000 estimation samples, n0 = 100, alpha = 0.001: the same guarantee as fixed-n CERTIFY at alpha, with
+#    images, protocol=authors), one after another; skipped where the study shares the expert's weights in models/
+#    (TRAIN=1 trains them anyway);
+# 2. each expert certified on the every-20th test image (500 images) with sequential CERTIFY (its default design, at
+#    most n = 100,000 estimation samples, n0 = 100, alpha = 0.001: the same guarantee as fixed-n CERTIFY at alpha, with
 #    certified accuracy decided on the grid up to the radius cap 0.75 / 1.75 / 2.5);
 # 3. router labels on every 3rd training image (each expert's CERTIFY at n0 = 16, n = 256, alpha = 0.001);
 # 4. a LeNet router over the three sigmas, trained and smoothed at sigma 1.0 (the dataset's recipe);
@@ -19,8 +20,15 @@ DATA=${DATA:-/usr/share/datasets/fashion-mnist}
 D="dataset=fashion_mnist data_dir=$DATA dataset.num_workers=0"
 C="certify=sequential certify.n0=100 certify.n=100000 certify.alpha=0.001 certify.skip=20 certify.channels_last=true"
 done_run() { [ -f "$1/status.json" ] && grep -q '"completed"' "$1/status.json"; }
+# an expert: the study's shared weights (models/gaussian_sigma<s>.ckpt, tools/share_model.py) unless this $OUT trains
+# its own (TRAIN=1, or a training folder already there)
+MODELS="$(cd "$(dirname "$0")" && pwd)/models"
+shared() { [ -z "${TRAIN:-}" ] && [ ! -d "$OUT/train_sigma$1" ] && [ -f "$MODELS/gaussian_sigma$1.ckpt" ]; }
+expert() {
+  if shared "$1"; then echo "$MODELS/gaussian_sigma$1.ckpt"; else echo "$OUT/train_sigma$1/checkpoints/last.ckpt"; fi
+}
 for s in 0.25 0.5 1.0; do
-  if ! done_run "$OUT/train_sigma$s"; then
+  if ! shared $s && ! done_run "$OUT/train_sigma$s"; then
     if [ -d "$OUT/train_sigma$s/.hydra" ]; then python -m rsbench resume="$OUT/train_sigma$s" "$@"
     else python -m rsbench $D protocol=authors method=gaussian sigma=$s seed=0 certify=off \
       trainer.enable_progress_bar=false hydra.run.dir="$OUT/train_sigma$s" "$@"; fi
@@ -28,9 +36,9 @@ for s in 0.25 0.5 1.0; do
 done
 for s in 0.25 0.5 1.0; do
   [ -f "$OUT/expert_sigma$s/metrics.json" ] || python -m rsbench.certify \
-    model.path="$OUT/train_sigma$s/checkpoints/last.ckpt" $D $C hydra.run.dir="$OUT/expert_sigma$s" "$@"
+    model.path="$(expert $s)" $D $C hydra.run.dir="$OUT/expert_sigma$s" "$@"
 done
-E="experts=[$OUT/train_sigma0.25/checkpoints/last.ckpt,$OUT/train_sigma0.5/checkpoints/last.ckpt,$OUT/train_sigma1.0/checkpoints/last.ckpt]"
+E="experts=[$(expert 0.25),$(expert 0.5),$(expert 1.0)]"
 R="expert_records=[$OUT/expert_sigma0.25,$OUT/expert_sigma0.5,$OUT/expert_sigma1.0]"
 [ -f "$OUT/labels/router_labels.pt" ] || python -m rsbench.dual stage=labels $D "$E" labels.skip=3 labels.n0=16 \
   labels.n=256 certify.channels_last=true hydra.run.dir="$OUT/labels" "$@"
@@ -40,5 +48,5 @@ done_run "$OUT/router" || python -m rsbench method=router method.labels_file="$O
 [ -f "$OUT/dual_rs/metrics.json" ] || python -m rsbench.dual stage=certify $D \
   router.path="$OUT/router/checkpoints/last.ckpt" "$E" "$R" $C hydra.run.dir="$OUT/dual_rs" "$@"
 [ -f "$OUT/ddrs_sigma0.5/metrics.json" ] || python -m rsbench.certify \
-  model.path="$OUT/train_sigma0.5/checkpoints/last.ckpt" $D certify.n0=100 certify.n=10000 certify.alpha=0.001 \
+  model.path="$(expert 0.5)" $D certify.n0=100 certify.n=10000 certify.alpha=0.001 \
   certify.skip=20 certify.channels_last=true certify.sigma_mode=data_dependent hydra.run.dir="$OUT/ddrs_sigma0.5" "$@"
