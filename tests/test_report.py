@@ -77,7 +77,8 @@ def test_a_config_group_a_run_did_not_override_reads_as_the_option_it_used(tmp_p
 
 def test_a_mapping_override_reads_as_hydra_parsed_it_not_as_yaml(tmp_path: Path) -> None:
     """``+arch.network.options={img_size:32,depth:3}`` is the mapping Hydra built; YAML would read the key
-    ``img_size:32`` with no value. Written two ways, it is one setting (two seeds of one row); another value, another."""
+    ``img_size:32`` with no value. Written two ways, it is one setting (two seeds of one row); another value is
+    another setting."""
     make_run(tmp_path / "a", [0.3, 0.5], overrides=["+arch.network.options={img_size:32,depth:3}"])
     make_run(tmp_path / "b", [0.4, 0.5], seed=1, overrides=["+arch.network.options={img_size: 32, depth: 3}"])
     make_run(tmp_path / "c", [0.4, 0.5], overrides=["+arch.network.options={img_size:64,depth:3}"])
@@ -96,8 +97,9 @@ def test_a_certification_resumed_to_more_images_is_the_setting_it_certified_not_
     for name, seed, first, certified in (("resumed", 0, 100, 300), ("whole", 1, None, 300), ("short", 2, 100, 100)):
         folder = make_run(tmp_path / name, radii_of(rng, size=30), seed=seed)
         if first is not None:
-            overrides = yaml.safe_load((folder / ".hydra" / "overrides.yaml").read_text())
-            (folder / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([*overrides, f"certify.max_images={first}"]))
+            overrides_file = folder / ".hydra" / "overrides.yaml"
+            overrides = yaml.safe_load(overrides_file.read_text())
+            overrides_file.write_text(yaml.safe_dump([*overrides, f"certify.max_images={first}"]))
         config = yaml.safe_load((folder / ".hydra" / "config.yaml").read_text())
         (folder / ".hydra" / "config.yaml").write_text(yaml.safe_dump({**config, "certify": {"max_images": 300}}))
         (folder / "certify_protocol.json").write_text(json.dumps({"max_images": certified, "n": N, "skip": 1}))

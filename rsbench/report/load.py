@@ -461,7 +461,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def override_value(override: str, text: str) -> Any:
-    """The value of one command-line override as Hydra reads it (``{a:1}`` a mapping, ``[1,2]`` a list, ``0.5`` a float).
+    """The value of one command-line override as Hydra reads it (``{a:1}`` a mapping, ``[1,2]`` a list, ``.5`` a float).
 
     Hydra's override grammar, not YAML's: ``+arch.network.options={img_size:32}`` is ``{'img_size': 32}``, where YAML
     would read the key ``img_size:32``. ``text`` (the part after ``=``) is returned when the grammar refuses the line.
