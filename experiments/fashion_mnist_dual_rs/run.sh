@@ -34,12 +34,18 @@ for s in 0.25 0.5 1.0; do
       trainer.enable_progress_bar=false hydra.run.dir="$OUT/train_sigma$s" "$@"; fi
   fi
 done
+# an expert's certification: the study's committed records (runs/expert_sigma<s>) for a shared expert, else $OUT's
+RUNS="$(dirname "$MODELS")/runs"
+records() {
+  if shared "$1" && [ -f "$RUNS/expert_sigma$1/metrics.json" ]; then echo "$RUNS/expert_sigma$1"
+  else echo "$OUT/expert_sigma$1"; fi
+}
 for s in 0.25 0.5 1.0; do
-  [ -f "$OUT/expert_sigma$s/metrics.json" ] || python -m rsbench.certify \
+  [ -f "$(records $s)/metrics.json" ] || python -m rsbench.certify \
     model.path="$(expert $s)" $D $C hydra.run.dir="$OUT/expert_sigma$s" "$@"
 done
 E="experts=[$(expert 0.25),$(expert 0.5),$(expert 1.0)]"
-R="expert_records=[$OUT/expert_sigma0.25,$OUT/expert_sigma0.5,$OUT/expert_sigma1.0]"
+R="expert_records=[$(records 0.25),$(records 0.5),$(records 1.0)]"
 [ -f "$OUT/labels/router_labels.pt" ] || python -m rsbench.dual stage=labels $D "$E" labels.skip=3 labels.n0=16 \
   labels.n=256 certify.channels_last=true hydra.run.dir="$OUT/labels" "$@"
 done_run "$OUT/router" || python -m rsbench method=router method.labels_file="$OUT/labels/router_labels.pt" \
