@@ -36,12 +36,13 @@ from omegaconf import OmegaConf
 
 from rsbench.attack.records import read_attack_rows
 from rsbench.certify.caps import fixed_n_cap
-from rsbench.certify.records import read_records
+from rsbench.certify.records import PROTOCOL, read_records
 from rsbench.certify.subset import indices_digest
 from rsbench.errors import RsbenchError
 from rsbench.methods.card import method_of_log_folder
 from rsbench.report.cost import Cost, run_cost
 from rsbench.runs.naming import describes_setting, execution_keys, override_key
+from rsbench.runs.quoting import override_value
 
 log = logging.getLogger(__name__)
 
@@ -239,8 +240,8 @@ def read_run(run: Path) -> list[Result]:
     """The results of one run folder: one, or two for runs certified with a per-input sigma (sound one first)."""
     metrics = _read_json(run / "metrics.json")
     hydra = _read_hydra(run)
-    if (run / "certify_protocol.json").is_file():
-        hydra["overrides"] = as_certified(hydra["overrides"], _read_json(run / "certify_protocol.json"))
+    if (run / PROTOCOL).is_file():
+        hydra["overrides"] = as_certified(hydra["overrides"], _read_json(run / PROTOCOL))
     if "fixed_sigma" not in metrics:
         variant = _sequential_variant(metrics) if metrics.get("mode") == "sequential" else ""
         return [_run_result(run, "certify", metrics, metrics, hydra, variant)]
@@ -261,8 +262,8 @@ def network_evaluation(summary: Mapping[str, Any], run: Path) -> str:
     as off where neither says).
     """
     options = summary
-    if "channels_last" not in summary and (run / "certify_protocol.json").is_file():
-        options = _read_json(run / "certify_protocol.json")
+    if "channels_last" not in summary and (run / PROTOCOL).is_file():
+        options = _read_json(run / PROTOCOL)
     parts = [str(summary.get("precision", "fp32"))]
     parts += [name for key, name in (("channels_last", "channels-last"), ("compile", "compiled")) if options.get(key)]
     return "+".join(parts)
@@ -460,26 +461,6 @@ def _read_json(path: Path) -> dict[str, Any]:
     return content
 
 
-def override_value(override: str, text: str) -> Any:
-    """The value of one command-line override as Hydra reads it (``{a:1}`` a mapping, ``[1,2]`` a list, ``.5`` a float).
-
-    Hydra's override grammar, not YAML's: ``+arch.network.options={img_size:32}`` is ``{'img_size': 32}``, where YAML
-    would read the key ``img_size:32``. ``text`` (the part after ``=``) is returned when the grammar refuses the line.
-
-    >>> override_value("+arch.network.options={img_size:32,depth:3}", "{img_size:32,depth:3}")
-    {'img_size': 32, 'depth': 3}
-    >>> override_value("model.path=/runs/a=b/best.ckpt", "/runs/a=b/best.ckpt")
-    '/runs/a=b/best.ckpt'
-    """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
-    try:
-        return OverridesParser.create().parse_override(override).value()
-    except HydraException:
-        return text
-
-
 def as_certified(overrides: Mapping[str, str], protocol: Mapping[str, Any]) -> dict[str, str]:
     """``overrides`` with each ``certify.<key>`` the run's ``certify_protocol.json`` records set to the recorded value.
 
@@ -512,7 +493,7 @@ def _read_hydra(run: Path) -> dict[str, Any]:
             key, _, value = str(override).partition("=")
             key = override_key(key)
             if describes_setting(key, value) and key not in execution and not str(override).startswith("~"):
-                hydra["overrides"][key] = canonical(override_value(str(override), value))
+                hydra["overrides"][key] = canonical(override_value(str(override)))
     if config_file.exists():
         hydra["config"] = OmegaConf.load(config_file)
     return hydra

@@ -32,6 +32,21 @@ def reads_back(value: str) -> bool:
         return False
 
 
+def override_value(override: str) -> Any:
+    """The value of the override ``key=value`` as Hydra reads it: ``{a:1}`` a mapping, ``[1,2]`` a list, ``.5`` a float.
+
+    Hydra's grammar, not YAML's (YAML reads ``{img_size:32}`` as the key ``img_size:32``); the text after the first
+    ``=`` when the grammar refuses the override.
+
+    >>> override_value("+arch.network.options={img_size:32,depth:3}"), override_value("model.path=/runs/a=b/x.ckpt")
+    ({'img_size': 32, 'depth': 3}, '/runs/a=b/x.ckpt')
+    """
+    try:
+        return _parser().parse_override(override).value()
+    except Exception:  # Hydra's grammar refuses it (an OverrideParseException, or a lexer error)
+        return override.partition("=")[2]
+
+
 def unquote(value: str) -> str:
     """A value as typed after ``key=``, without the quotes Hydra's grammar would strip (``'a=b'`` -> ``a=b``)."""
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
