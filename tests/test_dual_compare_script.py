@@ -1,0 +1,130 @@
+"""``experiments/fashion_mnist_dual_rs/compare.py`` on four hand-made images whose every column is counted by hand.
+
+The records are written with rsbench's own writers (``write_record`` for the experts, ``DualRecordWriter`` and
+``summarize_dual`` for the dual certification), so the script reads what a real run leaves. Fractions of four
+images are exact in binary and the script prints them with three decimals, so the CSV is compared as strings.
+"""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rsbench.certify.dual import DualRecordWriter, DualRow, summarize_dual
+from rsbench.certify.records import CertificationRow, write_record
+from rsbench.certify.summary import write_metrics
+
+pytestmark = pytest.mark.study
+
+SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "fashion_mnist_dual_rs" / "compare.py"
+SIGMAS = (0.25, 0.5, 1.0)
+# test image (every 20th) -> (label, each expert's (predict, radius)); image 40 is misclassified by every expert
+EXPERTS = {
+    0: (0, [(0, 0.5), (0, 0.3), (0, 0.2)]),
+    20: (0, [(0, 0.1), (0, 0.1), (0, 1.5)]),
+    40: (0, [(1, 0.4), (1, 0.4), (1, 0.4)]),
+    60: (0, [(0, 0.2), (0, 1.0), (0, 0.8)]),
+}
+# image -> (routed expert, the router's radius): the router's radius binds on image 0 only
+ROUTES = {0: (0, 0.1), 20: (2, 2.0), 40: (1, 0.9), 60: (2, 1.0)}
+
+
+def expert_run(folder: Path, k: int) -> None:
+    """Expert k's certify.tsv over the four images."""
+    rows = []
+    for idx, (label, experts) in EXPERTS.items():
+        predict, radius = experts[k]
+        rows.append(
+            CertificationRow(
+                idx=idx,
+                label=label,
+                predict=predict,
+                radius=radius,
+                correct=predict == label,
+                time=0.1,
+                count=99,
+                n=100,
+                pA_lower=0.9,
+                sigma=SIGMAS[k],
+            )
+        )
+    folder.mkdir(parents=True)
+    write_record(folder / "certify.tsv", rows)
+
+
+def dual_run(folder: Path) -> None:
+    """The dual certify.tsv and metrics.json: radius min(router, routed expert), correct where the expert is."""
+    rows = []
+    for idx, (label, experts) in EXPERTS.items():
+        k, router_radius = ROUTES[idx]
+        predict, expert_radius = experts[k]
+        rows.append(
+            DualRow(
+                idx=idx,
+                label=label,
+                predict=predict,
+                radius=min(router_radius, expert_radius),
+                correct=predict == label,
+                time=0.1,
+                sigma=SIGMAS[k],
+                expert=k,
+                router_radius=router_radius,
+                router_pA_lower=0.9,
+                router_n=100,
+                expert_predict=predict,
+                expert_radius=expert_radius,
+                expert_pA_lower=0.9,
+                expert_n=100,
+                alpha=0.001,
+                beta=0.001,
+            )
+        )
+    folder.mkdir(parents=True)
+    with DualRecordWriter(folder / "certify.tsv") as writer:
+        for row in rows:
+            writer.append(row)
+    extra = {"dataset": "mnist_embedded", "mode": "standard", "n0": 10, "n": 100, "router_n0": 10, "router_n": 100}
+    extra["subset"] = {"start": 0, "skip": 20, "max_images": None}
+    summary = summarize_dual(rows, sigmas=SIGMAS, router_sigma=1.0, cap=2.5, extra=extra)
+    write_metrics(summary, folder / "metrics.json")
+
+
+def test_the_diagnostic_columns_separate_the_router_certificate_from_its_choice(tmp_path: Path) -> None:
+    for k, sigma in enumerate(SIGMAS):
+        expert_run(tmp_path / "runs" / f"expert_sigma{sigma}", k)
+    dual_run(tmp_path / "runs" / "dual_rs")
+    subprocess.run(
+        [sys.executable, str(SCRIPT), str(tmp_path), "--radii", "0.25", "0.9"], check=True, capture_output=True
+    )
+    table = {row["radius"]: row for row in csv.DictReader((tmp_path / "report" / "per_radius.csv").open())}
+    # r = 0.25: dual certifies images 20 (1.5) and 60 (0.8), not 0 (the router's 0.1 binds); without the router's
+    # radius image 0 counts too; oracle routing: images 0, 20 and 60; the best single expert (sigma 0.5 or 1.0): two
+    at_quarter = table["0.25"]
+    assert float(at_quarter["dual_rs"]) == 0.5
+    assert float(at_quarter["routed_expert_only"]) == 0.75
+    assert float(at_quarter["oracle_routing"]) == 0.75
+    assert float(at_quarter["envelope"]) == 0.5
+    # r = 0.9: dual and routed only image 20; oracle routing adds image 60 through sigma 0.5 (1.0), not routed there
+    at_nine = table["0.9"]
+    assert float(at_nine["dual_rs"]) == 0.25
+    assert float(at_nine["routed_expert_only"]) == 0.25
+    assert float(at_nine["oracle_routing"]) == 0.5
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert "binds) on 1 of the 3 images" in report
+    assert "4 test images (every 20th from 0)" in report
+
+
+def test_another_dual_run_and_expert_folder_report_where_asked(tmp_path: Path) -> None:
+    for k, sigma in enumerate(SIGMAS):
+        expert_run(tmp_path / "runs" / "round1" / f"expert_sigma{sigma}", k)
+    dual_run(tmp_path / "runs" / "round1" / "dual_rs")
+    out = tmp_path / "report" / "round1"
+    arguments = ["--dual", "round1/dual_rs", "--experts", "round1", "--out", str(out)]
+    subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), *arguments], check=True, capture_output=True)
+    assert (out / "report.md").is_file()
+    assert (out / "per_radius.csv").is_file()
+    assert not (tmp_path / "report" / "report.md").exists()
