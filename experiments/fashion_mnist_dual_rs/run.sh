@@ -13,8 +13,8 @@
 #    routed expert's certificate taken from step 2 (same seeds and protocol): each certificate at alpha + beta = 0.002;
 # 6. DDRS (data-dependent sigma, NOT sound) on the sigma 0.5 expert, fixed n = 10,000;
 # 6b. an ablation: the router trained and smoothed at sigma 0.5, dual-certified likewise;
-# 7. one round of the iterative training, certified likewise into $OUT/round1 (below);
-# 8. the reports: python experiments/fashion_mnist_dual_rs/compare.py <study folder with runs/> (and --runs .../round1).
+# 7. two rounds of the iterative training, each certified likewise into $OUT/round<r> (below);
+# 8. the reports: python experiments/fashion_mnist_dual_rs/compare.py <study> (--dual/--experts for 6b and each round).
 # Data: Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist). Extra arguments go to every command.
 set -euo pipefail
 OUT=${OUT:-multirun/fashion_mnist_dual_rs}
@@ -65,25 +65,35 @@ done_run "$OUT/router_sigma0.5" || python -m rsbench method=router method.labels
   hydra.run.dir="$OUT/router_sigma0.5" "$@"
 [ -f "$OUT/dual_rs_router0.5/metrics.json" ] || python -m rsbench.dual stage=certify $D \
   router.path="$OUT/router_sigma0.5/checkpoints/last.ckpt" "$E" "$R" $C hydra.run.dir="$OUT/dual_rs_router0.5" "$@"
-# 7. one round of the iterative training (docs/dual_smoothing.md; rsbench's reading of the paper): the router of step 4
-#    routes every 3rd training image (its smoothed vote of 100 noisy copies), each expert is fine-tuned on the images
-#    routed to it (10 epochs, lr 0.001), the tuned experts are certified as in step 2 and dual-certified with the same
-#    router, into $OUT/round1 (the round's training in $OUT/iterate/round1; its labels and router are steps 3 and 4)
+# 7. ROUNDS (default 2) rounds of the iterative training (docs/dual_smoothing.md; rsbench's reading of the paper), in
+#    $OUT/iterate/round<r>: labels from the current experts (round 1: step 3's), a router trained on them (round 1:
+#    step 4's), its smoothed vote (100 noisy copies) routing every 3rd training image, and each expert fine-tuned on
+#    the images routed to it (10 epochs, lr 0.001). After each round its experts are certified as in step 2 and
+#    dual-certified with its router, into $OUT/round<r>.
+ROUNDS=${ROUNDS:-2}
 I="$OUT/iterate"
 mkdir -p "$I/round1"
 ln -sfn "$(realpath -m "$OUT/labels")" "$I/round1/labels"
 ln -sfn "$(realpath -m "$OUT/router")" "$I/round1/router"
-[ -f "$I/iterate.json" ] || python -m rsbench.dual stage=iterate $D "$E" iterate.rounds=1 labels.skip=3 labels.n0=16 \
-  labels.n=256 route.skip=3 certify.channels_last=true \
+grep -qs "round$ROUNDS/router" "$I/iterate.json" || python -m rsbench.dual stage=iterate $D "$E" \
+  iterate.rounds=$ROUNDS labels.skip=3 labels.n0=16 labels.n=256 route.skip=3 certify.channels_last=true \
   'iterate.expert_overrides=["trainer.max_epochs=10","optimizer.lr=0.001"]' hydra.run.dir="$I" "$@"
-tuned() { echo "$I/round1/expert$1/checkpoints/last.ckpt"; }
 SIGMAS=(0.25 0.5 1.0)
-for k in 0 1 2; do
-  s=${SIGMAS[$k]}
-  [ -f "$OUT/round1/expert_sigma$s/metrics.json" ] || python -m rsbench.certify model.path="$(tuned $k)" $D $C \
-    hydra.run.dir="$OUT/round1/expert_sigma$s" "$@"
+last=("$(expert 0.25)" "$(expert 0.5)" "$(expert 1.0)")
+for r in $(seq 1 "$ROUNDS"); do
+  tuned=()  # round r's experts: the fine-tuned weights (an expert no image was routed to keeps the last ones)
+  for k in 0 1 2; do
+    if [ -d "$I/round$r/expert$k" ]; then tuned[k]="$I/round$r/expert$k/checkpoints/last.ckpt"
+    else tuned[k]=${last[$k]}; fi
+  done
+  for k in 0 1 2; do
+    s=${SIGMAS[$k]}
+    [ -f "$OUT/round$r/expert_sigma$s/metrics.json" ] || python -m rsbench.certify model.path="${tuned[$k]}" $D $C \
+      hydra.run.dir="$OUT/round$r/expert_sigma$s" "$@"
+  done
+  [ -f "$OUT/round$r/dual_rs/metrics.json" ] || python -m rsbench.dual stage=certify $D \
+    router.path="$I/round$r/router/checkpoints/last.ckpt" "experts=[${tuned[0]},${tuned[1]},${tuned[2]}]" \
+    "expert_records=[$OUT/round$r/expert_sigma0.25,$OUT/round$r/expert_sigma0.5,$OUT/round$r/expert_sigma1.0]" $C \
+    hydra.run.dir="$OUT/round$r/dual_rs" "$@"
+  last=("${tuned[@]}")
 done
-[ -f "$OUT/round1/dual_rs/metrics.json" ] || python -m rsbench.dual stage=certify $D \
-  router.path="$OUT/router/checkpoints/last.ckpt" "experts=[$(tuned 0),$(tuned 1),$(tuned 2)]" \
-  "expert_records=[$OUT/round1/expert_sigma0.25,$OUT/round1/expert_sigma0.5,$OUT/round1/expert_sigma1.0]" $C \
-  hydra.run.dir="$OUT/round1/dual_rs" "$@"
