@@ -52,8 +52,8 @@ def test_the_index_lists_each_study_with_its_cells_by_state_and_its_commands(tmp
     (tmp_path / "gamma" / "card.yaml").write_text(card.replace("cells:", "models: none kept\ncells:"))
     assert tool_script("experiments_index").main(["--experiments", str(tmp_path)]) == 0
     index = (tmp_path / "README.md").read_text()
-    assert "| [alpha](#alpha) | Does it hold? | 1 / 1 / 1 |" in index
-    assert "| [beta](#beta) | Does it hold? | 0 / 0 / 1 |" in index
+    assert "| [alpha](#alpha) | Does it hold? | 1 / 0 / 1 / 1 |" in index
+    assert "| [beta](#beta) | Does it hold? | 0 / 0 / 0 / 1 |" in index
     assert "**A study.** Machine: a CPU" in index
     assert "Models: none kept" in index
     assert "bash experiments/alpha/run.sh  # a comment the index keeps" in index
@@ -82,7 +82,8 @@ def test_every_break_of_the_layout_is_named_in_one_line(tmp_path: Path, capsys: 
     problems = capsys.readouterr().err.splitlines()
     assert not (tmp_path / "README.md").exists()  # nothing written while the layout is broken
     expected = [
-        "experiments_index: bad_state/card.yaml: cell 1 (a): state 'finished', not one of done, partial, todo",
+        "experiments_index: bad_state/card.yaml: cell 1 (a): state 'finished', not one of done, in_progress, partial, "
+        "todo",
         "experiments_index: keys/card.yaml: no 'question'",
         "experiments_index: keys/card.yaml: 'cells' must be a non-empty list",
         "experiments_index: logs/partial.out: not committed in a study (checkpoint, log, lock or status file)",
@@ -102,3 +103,38 @@ def test_every_break_of_the_layout_is_named_in_one_line(tmp_path: Path, capsys: 
         assert line in problems, (line, problems)
     assert not any("models/a.ckpt" in line for line in problems)  # a shared model's weights-only file is allowed
     assert len(problems) == len(expected)
+
+
+def test_only_an_in_progress_cell_keeps_its_resumable_checkpoints_and_its_note_says_how_far(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 50: a paper-scale cell outlives its machine in git, as its last.ckpt (and best.ckpt), and nothing else."""
+    state = ("runs/a/certify.tsv", "runs/a/checkpoints/last.ckpt", "runs/a/checkpoints/best.ckpt")
+    study(tmp_path, "carried", "  - {name: a, state: in_progress, note: epoch 12 of 90}", state)
+    assert tool_script("experiments_index").main(["--experiments", str(tmp_path)]) == 0
+    assert "| [carried](#carried) | Does it hold? | 0 / 1 / 0 / 0 |" in (tmp_path / "README.md").read_text()
+
+    study(tmp_path, "done_with_state", "  - {name: a, state: done}", state)  # finished: checkpoints go
+    study(tmp_path, "other_file", "  - {name: a, state: in_progress, note: x}", (*state, "runs/a/checkpoints/e3.ckpt"))
+    study(
+        tmp_path,
+        "other_cell",
+        "  - {name: a, state: in_progress, note: x}\n  - {name: b, state: partial}",
+        (*state, "runs/b/checkpoints/last.ckpt"),
+    )
+    study(tmp_path, "no_state", "  - {name: a, state: in_progress, note: x}", ("runs/a/certify.tsv",))
+    study(tmp_path, "no_note", "  - {name: a, state: in_progress}", state)
+    assert tool_script("experiments_index").main(["--experiments", str(tmp_path)]) == 1
+    problems = capsys.readouterr().err.splitlines()
+    refused = "not committed in a study (checkpoint, log, lock or status file)"
+    expected = [
+        f"experiments_index: done_with_state/runs/a/checkpoints/last.ckpt: {refused}",
+        f"experiments_index: done_with_state/runs/a/checkpoints/best.ckpt: {refused}",
+        f"experiments_index: other_file/runs/a/checkpoints/e3.ckpt: {refused}",
+        f"experiments_index: other_cell/runs/b/checkpoints/last.ckpt: {refused}",
+        "experiments_index: no_state: cell 'a' is in_progress but runs/a/ holds no resumable state "
+        "(checkpoints/last.ckpt or checkpoints/best.ckpt: python tools/cell_state.py save <run folder> "
+        "experiments/no_state/runs/a)",
+        "experiments_index: no_note: cell 'a' is in_progress: its note must say how far it is",
+    ]
+    assert sorted(problems) == sorted(expected)

@@ -97,6 +97,11 @@ def test_a_methods_required_value_is_named_too(tmp_path: Path) -> None:
             "certify.start=500 selects no test image: the mnist_embedded test split has 500 images",
         ),
         ("rsbench", ("ckpt_path=missing.ckpt",), "ckpt_path='missing.ckpt' is not a file"),
+        (
+            "rsbench",
+            ("train_layout=nhwc",),
+            "train_layout='nhwc' is not a training memory layout: use one of contiguous, channels_last, auto",
+        ),
         ("rsbench", ("method=catrs", "method.teacher_ckpt=t.ckpt"), "method.teacher_ckpt='t.ckpt' is not a file"),
         ("rsbench.certify", ("model.path=missing.ckpt",), "model: checkpoint missing.ckpt is not a file"),
         ("rsbench.certify", ("model.path=m.ckpt", "certify.n0=0"), "certify.n0 must be an integer >= 1, got 0"),

@@ -1,19 +1,22 @@
 """``experiments/README.md``, the index of the studies, made from each study's ``card.yaml``; and the layout check.
 
 Every ``experiments/<study>/`` holds ``card.yaml`` (``title``, ``question``, ``commands``: the shell commands that
-make ``runs/`` and ``report/``, ``machine``, ``cells``: each ``name``, ``state`` done / partial / todo and an optional
-``note``; optionally ``models``: which trained models the study shares, or why none), its script(s),
+make ``runs/`` and ``report/``, ``machine``, ``cells``: each ``name``, ``state`` done / in_progress / partial / todo
+and an optional ``note``; optionally ``models``: which trained models the study shares, or why none), its script(s),
 ``runs/<cell>/`` with records only (:data:`RECORDS`), ``report/`` (made by the commands) and ``NOTES.md`` (the
 narrative). A finished model worth sharing is a weights-only checkpoint with its card in
-``models/`` (``tools/share_model.py``).
+``models/`` (``tools/share_model.py``). A cell ``in_progress`` (a long run carried from one machine to the next) also
+keeps its resumable state, :data:`RESUMABLE_STATE`, under ``runs/<cell>/`` (``python tools/cell_state.py save``), and
+its note says how far it is; nothing else may hold a checkpoint.
 
     python tools/experiments_index.py            # write experiments/README.md
     python tools/experiments_index.py --check    # exit 1, naming each problem: stale, or a study breaks the layout
 
-The check refuses: a study without a card or with a card that lacks a key, a cell state other than the three, a done
+The check refuses: a study without a card or with a card that lacks a key, a cell state other than the four, a done
 cell without records under ``runs/<cell>/`` (or, for a benchmark's cell, without its output ``report/<cell>.*``),
-two cells of one name, a file under ``runs/`` that is not a record, and
-anywhere in a study a checkpoint outside ``models/``, a lock file, a console log or a status file. In a git checkout
+an in-progress cell without its resumable state or without a note, two cells of one name, a file under ``runs/``
+that is not a record, and anywhere in a study a checkpoint outside ``models/`` and the in-progress cells' resumable
+state, a lock file, a console log or a status file. In a git checkout
 it reads the files git tracks or would add (files git ignores, e.g. ``partial/``, are a machine's own), else every
 file.
 """
@@ -32,8 +35,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = ("title", "question", "commands", "machine", "cells")
 """The keys every card has."""
-STATES = ("done", "partial", "todo")
-"""A cell's states: records of the finished cell in runs/, records of an unfinished one, nothing run yet."""
+STATES = ("done", "in_progress", "partial", "todo")
+"""A cell's states: records of the finished cell in runs/; an unfinished one carried on (its records and resumable
+state, :data:`RESUMABLE_STATE`); records of an unfinished one; nothing run yet."""
 RECORDS = (
     "certify.tsv",
     "attack.tsv",
@@ -46,6 +50,9 @@ RECORDS = (
     "logs/training_metrics.csv",
 )
 """What a run folder under ``runs/`` may hold (tools/copy_records.sh copies exactly these), relative to the run."""
+RESUMABLE_STATE = ("checkpoints/last.ckpt", "checkpoints/best.ckpt")
+"""What an in-progress cell's run folder holds besides :data:`RECORDS`: the checkpoints its run continues from (the
+latest epoch with the optimizer and the loop state; the best one so far under protocol=rsbench)."""
 NOT_IN_A_STUDY = (".ckpt", ".pt", ".pth", ".out", ".log", "lock", "status.json", "hparams.yaml")
 """Endings of files a study never commits: checkpoints (but ``models/``), console logs, lock and status files."""
 HEADER = """# Studies
@@ -57,8 +64,10 @@ Each folder is one study in one layout: `card.yaml` (the question, the commands 
 the machine, every cell and its state), its script(s), `runs/<cell>/` with the records only (`certify.tsv`,
 `metrics.json`, `certify_protocol.json`, `.hydra/`, `logs/training_metrics.csv`; an attack's `attack.tsv`), `report/`
 made from them by the card's commands, and `NOTES.md`, the narrative. No checkpoints, logs or lock files are
-committed: `tools/copy_records.sh <run folder> experiments/<study>/runs/<cell>` copies a run's records, and a cell in
-progress waits in the study's `partial/` folder, which git ignores. Scripts take their output folder as `$SWEEP` or a
+committed, but for a long cell carried from one machine to the next: a cell marked `in_progress` also keeps the
+checkpoints it resumes from (`python tools/cell_state.py save <run folder> experiments/<study>/runs/<cell>`, and
+`restore` to continue it on another machine). `tools/copy_records.sh <run folder> experiments/<study>/runs/<cell>`
+copies a finished run's records. Scripts take their output folder as `$SWEEP` or a
 first argument and pass extra Hydra overrides through to every run.
 
 Tools for every study (`tools/`): `copy_records.sh` (a run's records, as committed), `training_tracking.py` (a run's
@@ -130,12 +139,25 @@ def card_problems(name: str, card: Any) -> list[str]:
 def file_problems(name: str, files: Sequence[PurePosixPath], card: Mapping[str, Any]) -> list[str]:
     """What breaks the layout among a study's files (relative to the study), given its valid card."""
     problems = []
+    carried = {cell["name"] for cell in card["cells"] if cell["state"] == "in_progress"}
     for path in files:
+        if is_resumable_state(path, carried):
+            continue
         if path.parts[0] != "models" and path.name.endswith(NOT_IN_A_STUDY):
             problems.append(f"{name}/{path}: not committed in a study (checkpoint, log, lock or status file)")
         elif path.parts[0] == "runs" and not any(path.as_posix().endswith(f"/{record}") for record in RECORDS):
             problems.append(f"{name}/{path}: not a record (runs/ holds only {', '.join(RECORDS)})")
     for cell in card["cells"]:
+        if cell["state"] == "in_progress":
+            state = [PurePosixPath("runs", cell["name"], kept) for kept in RESUMABLE_STATE]
+            if not any(path in files for path in state):
+                problems.append(
+                    f"{name}: cell {cell['name']!r} is in_progress but runs/{cell['name']}/ holds no resumable state "
+                    f"({' or '.join(RESUMABLE_STATE)}: python tools/cell_state.py save <run folder> "
+                    f"experiments/{name}/runs/{cell['name']})"
+                )
+            if not str(cell.get("note", "")).strip():
+                problems.append(f"{name}: cell {cell['name']!r} is in_progress: its note must say how far it is")
         if cell["state"] == "done":
             prefix = ("runs", *PurePosixPath(cell["name"]).parts)
             output = PurePosixPath("report", cell["name"])  # a benchmark's cell: its output, report/<cell>.<ext>
@@ -145,6 +167,11 @@ def file_problems(name: str, files: Sequence[PurePosixPath], card: Mapping[str, 
                     f"(nor is there a report/{cell['name']}.* output)"
                 )
     return problems
+
+
+def is_resumable_state(path: PurePosixPath, carried: set[str]) -> bool:
+    """Whether ``path`` (relative to its study) is :data:`RESUMABLE_STATE` of one of the cells ``carried`` on."""
+    return any(path == PurePosixPath("runs", cell, kept) for cell in carried for kept in RESUMABLE_STATE)
 
 
 def load_studies(experiments: Path) -> tuple[list[Study], list[str]]:
@@ -178,9 +205,10 @@ def one_line(text: str) -> str:
 
 def render(studies: Sequence[Study]) -> str:
     """The index: a table of the studies and their cells, then each study's title, machine and commands."""
-    lines = [HEADER, "| Study | Question | Cells done / partial / to do |", "|---|---|---|"]
+    lines = [HEADER, "| Study | Question | Cells done / in progress / partial / to do |", "|---|---|---|"]
     for study in studies:
-        cells = f"{study.count('done')} / {study.count('partial')} / {study.count('todo')}"
+        counts = (study.count(state) for state in STATES)
+        cells = " / ".join(str(count) for count in counts)
         lines.append(f"| [{study.name}](#{study.name}) | {one_line(study.card['question'])} | {cells} |")
     for study in studies:
         card = study.card

@@ -32,9 +32,11 @@
 # logs: 2.98-3.33 s on their GPU) and 15 s to certify its 500 images at n = 100,000 (0.03 s per image).
 # A cell cut by the budget (or failing) returns its run folder as $OUT/<method>_sigma<s>.partial.tgz (checkpoints,
 # rows so far and the cell's output; the machine starts bare each time; one file per cell, as the device returns at
-# most 8 files a call), which unpack puts under PARTIAL (default experiments/fashion_mnist_table/partial, git-ignored:
-# keep a copy outside the repository for the next session) with the command that continues it here: its training from the last
-# epoch's checkpoint, its certification after the last row (the accelerator and data folder may change on resume).
+# most 8 files a call), which unpack puts under PARTIAL (default experiments/fashion_mnist_table/partial, git-ignored)
+# and saves into runs/<cell>/ (tools/cell_state.py save: what git carries to the next session, with the cell marked
+# in_progress in card.yaml), with the command that continues it here: its training from the last epoch's checkpoint,
+# its certification after the last row (the accelerator and data folder may change on resume). pack carries every
+# cell whose resumable state is committed under runs/ (checkpoints/last.ckpt without metrics.json) to the device first.
 # MACER_LAMBDA=1 (run): experiments/fashion_mnist_macer_lambda/run.sh beside the cells, in one of the PARALLEL slots (its
 # own runs MACER_LAMBDA_PARALLEL=5 at once, within the budget; MACER_LAMBDA_EXTRA: more overrides for them), in
 # /tmp/rsbench_macer_lambda (MACER_LAMBDA_ROOT), continuing the runs pack carried (LAMBDA_CARRIED=.device/macer_lambda);
@@ -71,10 +73,16 @@ print(*(f'{name}=={v(name)}' for name in ('hydra-core', 'omegaconf', 'antlr4-pyt
     echo "continues on the device with MACER_LAMBDA=1: $lambdas"
   fi
   shopt -s nullglob
-  for folder in "$partial"/*_sigma*/; do  # the cut cells to continue on the device, unless finished since
-    local name
+  local name
+  for folder in "$runs"/*_sigma*/; do  # the cells carried in git (card state in_progress), unless finished since
     name=$(basename "$folder")
-    [[ -f $runs/$name/metrics.json ]] && continue
+    [[ -f $folder/checkpoints/last.ckpt && ! -f $folder/metrics.json ]] || continue
+    "${PYTHON:-python}" tools/cell_state.py restore "$folder" ".device/partial/$name" > /dev/null
+    echo "continues on the device (from its committed state): $name"
+  done
+  for folder in "$partial"/*_sigma*/; do  # the cut cells to continue on the device, unless finished since
+    name=$(basename "$folder")
+    [[ -f $runs/$name/metrics.json || -d .device/partial/$name ]] && continue
     mkdir -p ".device/partial/$name"
     tar cf - --exclude=./wandb -C "$folder" . | tar xf - -C ".device/partial/$name"
     echo "continues on the device: $name"
@@ -239,8 +247,10 @@ unpack() {
       name=${name%.partial}
       mkdir -p "$partial/$name"
       tar xzf "$archive" -C "$partial/$name"
-      echo "$partial/$name (cut on the device; continue it with: python -m rsbench resume=$partial/$name" \
-        "data_dir=<the four idx files> dataset.num_workers=0)"
+      "${PYTHON:-python}" tools/cell_state.py save "$partial/$name" "$runs/$name" > /dev/null  # kept in git too
+      echo "$partial/$name (cut on the device; its state also in $runs/$name: mark the cell in_progress in the" \
+        "card; continue it with: python -m rsbench resume=$partial/$name data_dir=<the four idx files>" \
+        "dataset.num_workers=0)"
       continue
     fi
     mkdir -p "$runs/$name"

@@ -23,8 +23,12 @@
 # Extra arguments are Hydra overrides for every run (e.g. dataset.num_workers=0). The default trainer takes the GPU when
 # there is one, in fp32 as the authors trained (trainer=gpu would train in bf16). On a CPU, add
 # certify.channels_last=true: LeNet certifies about twice as fast, on the same noise (one-channel images), still fp32
-# (the report shows network=fp32+channels-last; measured in experiments/fashion_mnist_channels_last/). A finished
-# run is kept when the command is run again; a stopped one resumes. What each cell costs on one CPU core and on the
+# (the report shows network=fp32+channels-last; measured in experiments/fashion_mnist_channels_last/), and
+# train_layout=channels_last: LeNet trains faster in it on a CPU thread, on the same noise, still fp32
+# (python -m rsbench.bench.training_throughput; experiments/training_throughput/). A finished
+# run is kept when the command is run again; a stopped one resumes. A cell longer than a machine lives is carried in
+# git: python tools/cell_state.py save <its run folder> experiments/fashion_mnist_table/runs/<method>_sigma<s> (the
+# card marks it in_progress), then on the next machine tools/cell_state.py restore and python -m rsbench resume=. What each cell costs on one CPU core and on the
 # authors' GPU: experiments/fashion_mnist_table/report/cost.md (python experiments/fashion_mnist_table/cost.py).
 # The committed records and the report that pairs them with the authors' runs: experiments/fashion_mnist_table/.
 set -euo pipefail

@@ -32,6 +32,7 @@ from rsbench.certify.subset import certification_indices, require_images
 from rsbench.errors import ConfigError
 from rsbench.methods.card import find_card
 from rsbench.runs.cli import MULTIRUN_FLAGS, Command, config_dir
+from rsbench.runs.layout_choice import check_layout
 from rsbench.runs.lock import busy_error, is_held
 
 RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID")
@@ -97,6 +98,7 @@ def check_before_run(argv: Sequence[str], command: Command) -> None:
     check_certify(cfg, certifies=(not command.trains or bool(_get(cfg, "test"))) and bool(_get(cfg, "certify.enabled")))
     if command.trains:
         check_accelerator(str(_get(cfg, "trainer.accelerator", "auto")))
+        check_layout(_get(cfg, "train_layout", "contiguous"))
         check_training_files(cfg, choices.get("method"))
     else:
         check_model_files(cfg)

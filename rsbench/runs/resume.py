@@ -40,6 +40,7 @@ TRAINED = (
     "trainer",
     "callbacks",
     "noise",
+    "train_layout",
 )
 CERTIFIED = ("certify", "test_ckpt")
 CERTIFIED_MODEL = ("model", "dataset", "allow_sigma_mismatch")
@@ -61,6 +62,7 @@ CERTIFY_SETTINGS = frozenset({*KEYS, *CHOICES})  # the certify.* keys that are s
 _MISSING = "<not set>"
 ADDED = {
     "noise.name": "gaussian",
+    "train_layout": "contiguous",
     "certify.noise": "gaussian",
     "certify.norm": None,
     "certify.noise_grid": None,
@@ -119,7 +121,7 @@ def check_resumable(
     before = settings(stored, compared)
     after = settings(cfg, compared)
     for key, value in ADDED.items():
-        if key in after and key not in before:
+        if key in after and before.get(key, _MISSING) == _MISSING:  # (a top-level key is there, as not set)
             before[key] = value
     if before.get("certify.mode", "standard") == after.get("certify.mode", "standard") == "standard":
         for key in SEQUENTIAL_KEYS:  # (their defaults changed when the sequential designs came)

@@ -35,6 +35,7 @@ from rsbench.runs.epoch_seed import EpochSeed
 from rsbench.runs.loggers import CSVLogger, wandb_run_id
 from rsbench.runs.prerequisites import check_given
 from rsbench.runs.progress_lines import TrainingProgress
+from rsbench.runs.training_layout import TrainingLayout, bf16_warning, check_layout
 from rsbench.stop import raise_if_stop_requested
 
 log = logging.getLogger(__name__)
@@ -60,8 +61,14 @@ def check_config(cfg: DictConfig) -> None:
             "certify a trained model with train=false ckpt_path=<path to a .ckpt>"
         )
     check_sharding(cfg)
+    check_layout(cfg.get("train_layout", "contiguous"))
     check_given(cfg)  # checkpoints the config gives for what the method needs before it trains
     check_accelerator(str(cfg.trainer.get("accelerator", "auto")))
+    warning = (
+        bf16_warning(cfg.trainer.get("precision"), str(cfg.trainer.get("accelerator", "auto"))) if cfg.train else None
+    )
+    if warning:
+        log.warning("%s", warning)
     chunks, batch = cfg.method.get("steps_per_batch", 1), cfg.dataset.batch_size
     if isinstance(chunks, int) and isinstance(batch, int) and batch < chunks:
         raise ConfigError(
@@ -181,7 +188,8 @@ def build_callbacks(cfg: DictConfig) -> list[pl.Callback]:
     nodes: Mapping[str, Any] = (cfg.get("callbacks") or {}) if cfg.train else {}
     seeding = [EpochSeed(cfg.seed)] if cfg.train else []  # a resumed run trains exactly as an uninterrupted one
     timing = [Timer(verbose=False)] if cfg.train else []  # training seconds, kept in checkpoints across resumes
-    return [*certify, *seeding, *timing, *(instantiate(node) for node in nodes.values() if node)]
+    layout = [TrainingLayout(cfg.get("train_layout", "contiguous"))] if cfg.train else []
+    return [*certify, *seeding, *timing, *layout, *(instantiate(node) for node in nodes.values() if node)]
 
 
 def use_noise(cfg: DictConfig, module: Any) -> None:
