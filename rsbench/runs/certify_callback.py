@@ -78,7 +78,7 @@ class CertifyCallback(pl.Callback):
             certify_defaults=pl_module.certify_defaults,
             noise=pl_module.noise.name,
         )
-        notes = {"protocol": self.run_protocol} if self.run_protocol is not None else {}
+        notes: dict[str, Any] = {"protocol": self.run_protocol} if self.run_protocol is not None else {}
         notes.update(self._epochs(pl_module))
         output_dir = Path(self.output_dir or trainer.default_root_dir)
         certification = Certification(self.settings, output_dir, notes, train_seconds=training_seconds(trainer))

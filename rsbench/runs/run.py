@@ -310,7 +310,7 @@ def _starting_point(
         module.check_checkpoint(checkpoint, cfg.ckpt_path)  # type: ignore[operator]
         if not cfg.train:
             module.load_state_dict(checkpoint["state_dict"])  # strict: every weight must be there
-            module.weights_epoch = checkpoint_epoch(checkpoint)  # type: ignore[attr-defined]
+            module.weights_epoch = checkpoint_epoch(checkpoint)  # type: ignore[assignment]
             return Start(train=False)
     last = checkpoint_file(callbacks, "last")
     if last is None or not last.is_file():
