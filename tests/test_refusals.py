@@ -103,6 +103,11 @@ def test_a_methods_required_value_is_named_too(tmp_path: Path) -> None:
             "train_layout='nhwc' is not a training memory layout: use one of contiguous, channels_last, auto",
         ),
         ("rsbench", ("method=catrs", "method.teacher_ckpt=t.ckpt"), "method.teacher_ckpt='t.ckpt' is not a file"),
+        (
+            "rsbench",
+            ("method=sun2025",),  # ds_epoch 60 of the default 20 epochs: every checkpoint would be Gaussian training
+            "method=sun2025 is itself from epoch 60 on (0-indexed; before it: Gaussian training with m noise copies",
+        ),
         ("rsbench.certify", ("model.path=missing.ckpt",), "model: checkpoint missing.ckpt is not a file"),
         ("rsbench.certify", ("model.path=m.ckpt", "certify.n0=0"), "certify.n0 must be an integer >= 1, got 0"),
         (

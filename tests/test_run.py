@@ -44,6 +44,7 @@ def test_smoke_run_writes_the_output_contract(smoke_run: Path) -> None:
     assert metrics["num_images"] == 8
     assert metrics["subset"]["indices"] == list(range(8))
     assert metrics["sound"] is True
+    assert (metrics["certified_epoch"], metrics["method_epoch"]) == (0, 0)  # best.ckpt of the one epoch; Gaussian
 
     radii = np.array([r.radius for r in rows])
     correct = np.array([r.correct for r in rows])
@@ -77,7 +78,9 @@ def test_certify_a_checkpoint_without_training_on_a_chosen_subset(smoke_run: Pat
     acr = run(certify_cfg(smoke_run / "checkpoints" / "best.ckpt", tmp_path, *overrides))
     rows = read_rows(tmp_path / "certify.tsv")
     assert [r.idx for r in rows] == [3, 5, 7, 9, 11]
-    assert acr == pytest.approx(json.loads((tmp_path / "metrics.json").read_text())["acr"], rel=1e-6)
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert acr == pytest.approx(metrics["acr"], rel=1e-6)
+    assert metrics["certified_epoch"] == 0  # the given checkpoint's epoch
     assert not (tmp_path / "checkpoints").exists()
 
 

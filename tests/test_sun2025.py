@@ -246,6 +246,68 @@ def test_estimate_resumes_from_its_partial_file(monkeypatch: pytest.MonkeyPatch,
     assert counted == [1, 1]
 
 
+def estimate_with_noise(module: Sun2025, epoch: int = 5, n: int = 100) -> tuple[list[int], torch.Tensor]:
+    """The counts of an N-copy estimate of the 3 images, and every noise draw it made, in drawing order."""
+    drawn: list[torch.Tensor] = []
+    original = module.standard_normal
+
+    def spy(like: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        out = original(like, generator)
+        drawn.append(out.clone())
+        return out
+
+    module.standard_normal = spy  # type: ignore[method-assign]
+    counts = module._estimate(module._training_images(), torch.arange(3), n, epoch)
+    return counts.tolist(), torch.cat(drawn)
+
+
+def test_p_a_draws_do_not_depend_on_the_estimate_batch_size() -> None:
+    """1, 2 or 3 images per forward pass: the same noise for each image, the same counts.
+
+    The chunk-seeded streams gave [98, 74, 14], [98, 67, 13] and [98, 74, 9] here.
+    """
+    (counts, noise), *others = [estimate_with_noise(tiny(estimate_batch_size=b)) for b in (8192, 100, 200)]
+    for other_counts, other_noise in others:
+        assert other_counts == counts
+        assert torch.equal(other_noise, noise)
+
+
+def test_p_a_draws_are_seeded_by_the_training_seed_and_the_epoch() -> None:
+    counts, noise = estimate_with_noise(tiny(estimate_seed=0))
+    assert torch.equal(estimate_with_noise(tiny(estimate_seed=0))[1], noise)  # reproducible
+    assert not torch.equal(estimate_with_noise(tiny(estimate_seed=1))[1], noise)
+    assert not torch.equal(estimate_with_noise(tiny(estimate_seed=0), epoch=6)[1], noise)
+    assert min(counts) > 0  # the draws matter here: no image is always or never right
+    assert max(counts) < 100
+
+
+def test_an_image_draws_the_same_noise_whichever_images_are_estimated_with_it() -> None:
+    module = tiny()
+    alone = module._estimate(module._training_images(), torch.tensor([2]), 100, 5)
+    assert alone.tolist() == [estimate_with_noise(tiny())[0][2]]
+
+
+def test_the_estimates_seed_is_the_training_seed(make_cfg: ComposeFn) -> None:
+    assert make_cfg("method=sun2025", "seed=3").method.estimate_seed == 3
+
+
+def test_a_partial_estimate_resumes_under_another_batch_size(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Stopped after image 0 at 1 image per pass, resumed at 3 per pass: images 1 and 2 counted, the same counts."""
+    first = tiny(estimate_batch_size=8)
+    monkeypatch.setattr(first, "_estimate_path", lambda *args: tmp_path / "partial.pt")
+    full = first._estimate(first._training_images(), torch.arange(3), 8, 5)
+    stored = torch.load(tmp_path / "partial.pt", weights_only=True)
+    stored["counts"][1:] = -1
+    torch.save(stored, tmp_path / "partial.pt")
+    resumed = tiny(estimate_batch_size=24)
+    monkeypatch.setattr(resumed, "_estimate_path", lambda *args: tmp_path / "partial.pt")
+    counted: list[int] = []
+    original = resumed.count_correct
+    monkeypatch.setattr(resumed, "count_correct", lambda x, *args: counted.append(len(x)) or original(x, *args))
+    assert torch.equal(resumed._estimate(resumed._training_images(), torch.arange(3), 8, 5), full)
+    assert counted == [2]
+
+
 def test_sampler_draws_the_training_set_size_with_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
     module = tiny(ds_epoch=0)
     module.state = SamplingState(

@@ -114,6 +114,9 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
         self.steps_per_batch = steps_per_batch
         self.automatic_optimization = steps_per_batch == 1
         self.certify_defaults = {str(key): value for key, value in (certify_defaults or {}).items()}
+        # The (0-indexed) training epoch whose end the weights are from: the last one trained, or the loaded
+        # checkpoint's (None: neither, e.g. a checkpoint that records no epoch); metrics.json["certified_epoch"].
+        self.weights_epoch: int | None = None
         self.save_hyperparameters(ignore=["net", "optimizer", "scheduler", "certify_defaults"])
         num_classes = net.num_classes
         self.train_acc = MulticlassAccuracy(num_classes, average="micro")
@@ -183,13 +186,14 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
         return None
 
     def on_train_epoch_end(self) -> None:
-        """Log the epoch's training accuracy and learning rate, then step a manual optimization's scheduler.
+        """Log the epoch's accuracy and learning rate, note the weights' epoch, step a manual optimization's scheduler.
 
         With ``steps_per_batch > 1`` (manual optimization) the epoch-wise scheduler steps here, after the rate of
         the epoch that ended was logged.
         """
         self.log("train/acc", self.train_acc, on_step=False, on_epoch=True, prog_bar=True)
         self.log("train/lr", float(self.trainer.optimizers[0].param_groups[0]["lr"]), on_step=False, on_epoch=True)
+        self.weights_epoch = self.current_epoch
         if not self.automatic_optimization and self.scheduler_factory is not None:
             self.lr_schedulers().step()  # type: ignore[union-attr]
 
@@ -261,8 +265,12 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
         checkpoint[SIGNATURE_KEY] = make_signature(self.net, self.sigma, self.method_name, self.noise.name)
 
     def on_load_checkpoint(self, checkpoint: Mapping[str, Any]) -> None:
-        """Refuse a checkpoint made for another architecture, class count, input layer or (by default) sigma."""
+        """Refuse a checkpoint made for another architecture, class count, input layer or (by default) sigma.
+
+        The weights are then the checkpoint's: :attr:`weights_epoch` becomes its ``epoch``.
+        """
         self.check_checkpoint(checkpoint)
+        self.weights_epoch = checkpoint_epoch(checkpoint)
 
     def check_checkpoint(self, checkpoint: Mapping[str, Any], source: str = "the checkpoint") -> None:
         """Raise :class:`CheckpointMismatchError` unless ``checkpoint`` was saved by a module of this signature.
@@ -283,3 +291,9 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
                 f"{source} was trained with {trained_with} noise, this run uses noise={self.noise.name} (choose "
                 f"noise={trained_with}, or allow_sigma_mismatch=true to load it under another noise on purpose)"
             )
+
+
+def checkpoint_epoch(checkpoint: Mapping[str, Any]) -> int | None:
+    """The training epoch (0-indexed) a Lightning checkpoint was saved at the end of; ``None`` when it records none."""
+    epoch = checkpoint.get("epoch")
+    return epoch if isinstance(epoch, int) and not isinstance(epoch, bool) and epoch >= 0 else None

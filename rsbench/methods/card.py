@@ -5,9 +5,10 @@ A method is its class (``rsbench/methods/<name>.py``), its config (``conf/method
 authors' code is, how their released checkpoints are laid out (what ``python -m rsbench.importer origin=<origin>``
 reads), what their released certification logs' folders are called and which column of rsbench's training log is
 their "train loss", the certification settings its models are certified with, and which of its arguments are file
-paths, execution settings or the checkpoints it needs first. The importer, the report, the training tracking, DDRS's
-base methods and the run layer (run names, resume, the checks before a run) read the cards and name no method:
-adding a method touches only its own files (docs/method_cards.md).
+paths, execution settings or the checkpoints it needs first, and from which epoch a checkpoint is the method (where
+its schedule starts with another method's loss). The importer, the report, the training tracking, DDRS's base
+methods and the run layer (run names, resume, the checks before a run, checkpoint selection) read the cards and name
+no method: adding a method touches only its own files (docs/method_cards.md).
 
 This module, and every card, imports neither torch nor Lightning: the run layer reads the cards when Hydra composes
 a command line, before anything heavy is loaded. The cards are found by their module names (``*_card`` in this
@@ -87,6 +88,38 @@ SEQUENTIAL_FILE = frozenset({"epoch", "arch", "state_dict", "optimizer"})
 
 
 @dataclass(frozen=True)
+class MethodEpoch:
+    """From which training epoch a checkpoint is the method its card names, where its schedule has an earlier phase.
+
+    Before that epoch the loss is another method's (Sun et al. 2025 trains as Gaussian augmentation until
+    ``ds_epoch``); ``protocol=rsbench`` selects the certified checkpoint among the later epochs only, and a run that
+    trains no such epoch is refused before it starts.
+
+    Attributes:
+        rule: the first such epoch (0-indexed) from the method's config node (its ``method.*`` values, resolved); a
+            key it leaves unset takes the class's default.
+        keys: the method's arguments the rule reads (named in messages: what to change).
+        before: what the training before that epoch is, in words (``Gaussian training with m noise copies``).
+    """
+
+    rule: Callable[[Mapping[str, Any]], int]
+    keys: tuple[str, ...]
+    before: str
+
+    def first_epoch(self, method: Mapping[str, Any]) -> int:
+        """The first epoch whose checkpoint is the method, for the config node ``method``.
+
+        Raises:
+            ConfigError: the rule gives no integer >= 0 (a key of the wrong kind), naming the keys.
+        """
+        epoch = self.rule(method)
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            keys = ", ".join(f"method.{key}" for key in self.keys)
+            raise ConfigError(f"{keys} must give the first epoch of the method as an integer >= 0, got {epoch!r}")
+        return epoch
+
+
+@dataclass(frozen=True)
 class MethodCard:
     """One training method and its authors' artifacts (see the module docstring).
 
@@ -114,6 +147,8 @@ class MethodCard:
             teacher's forward passes): left out of the report's settings, free to change when a run resumes.
         prerequisites: what it needs before it can train, in words (the class's ``prerequisites()`` computes it).
         ddrs_base: whether data-dependent smoothing (``method=ddrs method.base=<name>``) can wrap it.
+        method_epoch: from which epoch a checkpoint is this method, when its schedule starts with a phase of another
+            method's loss (:class:`MethodEpoch`); ``None``: from the first epoch (epoch 0).
     """
 
     name: str
@@ -131,6 +166,7 @@ class MethodCard:
     execution_arguments: tuple[str, ...] = ()
     prerequisites: str = ""
     ddrs_base: bool = False
+    method_epoch: MethodEpoch | None = None
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier():
@@ -144,6 +180,10 @@ class MethodCard:
         if len(set(arguments)) != len(arguments):
             raise ValueError(f"card {self.name!r}: an argument is listed twice in {arguments}")
         object.__setattr__(self, "certify_defaults", MappingProxyType(dict(self.certify_defaults)))
+
+    def first_method_epoch(self, method: Mapping[str, Any]) -> int:
+        """The first (0-indexed) training epoch whose checkpoint is this method, for its config node ``method``."""
+        return 0 if self.method_epoch is None else self.method_epoch.first_epoch(method)
 
     @property
     def path_keys(self) -> tuple[str, ...]:
@@ -205,6 +245,33 @@ def method_card(name: str) -> MethodCard:
         hint = f"did you mean {' or '.join(close)}? " if close else ""
         raise ConfigError(f"no method card for {name!r}; {hint}(the methods with a card: {', '.join(names)})")
     return card
+
+
+def card_of_target(target: str) -> MethodCard | None:
+    """The card whose class (or factory) is ``target``, a method YAML's ``_target_``; ``None`` when none is.
+
+    ``target`` may name the class through a package that re-exports it (``rsbench.methods.GaussianAugmentation``
+    for the card's ``rsbench.methods.gaussian.GaussianAugmentation``); nothing is imported to tell.
+    """
+    return next((card for card in cards() if _names_the_same(target, card.target)), None)
+
+
+def _names_the_same(target: str, card_target: str) -> bool:
+    """``target`` is ``card_target``, or the same name in a package above its module (a re-export)."""
+    if target == card_target:
+        return True
+    package, _, name = target.rpartition(".")
+    module, _, card_name = card_target.rpartition(".")
+    return bool(package) and name == card_name and module.startswith(f"{package}.")
+
+
+def first_method_epoch(method: Mapping[str, Any]) -> tuple[int, MethodCard | None]:
+    """The first training epoch whose checkpoint is the method of config node ``method``, with the method's card.
+
+    The card is the one whose ``target`` is the node's ``_target_``; a method without a card is itself from epoch 0.
+    """
+    card = card_of_target(str(method.get("_target_", "")))
+    return (0, None) if card is None else (card.first_method_epoch(method), card)
 
 
 def card_of_origin(origin: str) -> MethodCard | None:

@@ -1,6 +1,25 @@
-"""The card of data-dependent smoothing training, DS^2 (:mod:`rsbench.methods.ddrs`): Alfarra et al.'s code."""
+"""The card of data-dependent smoothing training, DS^2 (:mod:`rsbench.methods.ddrs`): Alfarra et al.'s code.
 
-from rsbench.methods.card import CheckpointLayout, MethodCard
+Before ``sigma_search_from_epoch`` the search takes K = 0 steps: every example keeps sigma_0 and the run trains its
+base method at a fixed sigma, so a checkpoint is DDRS from that epoch on (or from the base method's own first epoch,
+when that is later: MACER deferred).
+"""
+
+from collections.abc import Mapping
+from typing import Any
+
+from rsbench.methods.card import CheckpointLayout, MethodCard, MethodEpoch, method_card
+
+
+def search_epoch(method: Mapping[str, Any]) -> Any:
+    """The later of ``sigma_search_from_epoch`` (default 0) and the base method's first epoch under its DDRS recipe."""
+    base = str(method.get("base", "gaussian"))
+    recipe = (method.get("base_recipes") or {}).get(base) or {}
+    arguments = {**dict(recipe), **dict(method.get("base_args") or {})}
+    own = method.get("sigma_search_from_epoch", 0)
+    base_epoch = method_card(base).first_method_epoch(arguments)
+    return max(own, base_epoch) if isinstance(own, int) and not isinstance(own, bool) else own
+
 
 CARD = MethodCard(
     name="ddrs",
@@ -26,4 +45,9 @@ CARD = MethodCard(
     # stated otherwise"), unless the base method's card says otherwise (conf/method/ddrs.yaml merges the two).
     certify_defaults={"sigma_samples": 1, "sigma_objective": "radius"},
     checkpoint_arguments=("init_ckpt",),  # a trained model to fine-tune (the paper's SmoothAdv-DS^2)
+    method_epoch=MethodEpoch(
+        search_epoch,
+        keys=("sigma_search_from_epoch", "base", "base_args"),
+        before="the base method at a fixed sigma_0 (K = 0 search steps)",
+    ),
 )

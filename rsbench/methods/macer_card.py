@@ -1,6 +1,21 @@
-"""The card of MACER (:mod:`rsbench.methods.macer`): Zhai et al.'s code and releases."""
+"""The card of MACER (:mod:`rsbench.methods.macer`): Zhai et al.'s code and releases.
 
-from rsbench.methods.card import MNIST_LIKE, CheckpointLayout, MethodCard, same_for
+Under ``lbd_schedule=deferred`` (the Jeong lineage's ``--deferred``, the MNIST family's default) lambda is 0 before
+``lbd_from_epoch``: those epochs train the classification term alone, with no radius hinge, so a checkpoint is MACER
+from ``lbd_from_epoch`` on.
+"""
+
+from collections.abc import Mapping
+from typing import Any
+
+from rsbench.methods.card import MNIST_LIKE, CheckpointLayout, MethodCard, MethodEpoch, same_for
+
+
+def hinge_epoch(method: Mapping[str, Any]) -> Any:
+    """The first epoch with lambda > 0: ``lbd_from_epoch`` when deferred, else 0 (``MACER.lbd_at``)."""
+    deferred = method.get("lbd_schedule", "constant") == "deferred"
+    return method.get("lbd_from_epoch") if deferred and method.get("lbd_from_epoch") is not None else 0
+
 
 CARD = MethodCard(
     name="macer",
@@ -28,4 +43,9 @@ CARD = MethodCard(
     # (where certify.sigma_samples is left null).
     certify_defaults={"sigma_samples": 8},
     ddrs_base=True,
+    method_epoch=MethodEpoch(
+        hinge_epoch,
+        keys=("lbd_schedule", "lbd_from_epoch"),
+        before="the cross-entropy of the soft-smoothed classifier alone (lambda = 0: no radius hinge)",
+    ),
 )

@@ -34,7 +34,10 @@ Follows the code where it is more specific than the paper (each checked against 
 
 The per-image estimates are part of training: computed when an epoch's images are drawn (the sampler asks for them),
 saved every minute to ``<run dir>/sun2025/`` while they are computed (an interrupted estimate resumes), and kept in
-every checkpoint, so a run resumed after epoch E draws from the same kept images with the same weights.
+every checkpoint, so a run resumed after epoch E draws from the same kept images with the same weights. Their noise
+is seeded like the rest of training, by the training seed and the epoch: the N copies of training image p in epoch e
+come from their own stream (:data:`P_CORRECT_STREAM`, seed, e, N, p), so the counts depend neither on
+``estimate_batch_size`` (how many copies go through the network at once) nor on which other images are estimated.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,6 +105,9 @@ CARD: dict[str, Any] = {
 # ----------------------------------------------------------------------------------------------------------------
 
 SAVE_EVERY_SECONDS = 60.0
+P_CORRECT_STREAM = 3
+"""The first key of the p_A estimates' noise streams, ``make_generator(device, P_CORRECT_STREAM, seed, epoch, N, p)``,
+setting them apart from the training epochs' seeds (``derive_seed(2, seed, epoch)``, rsbench.runs.epoch_seed)."""
 WEIGHT_FLOOR = 0.75
 """The reference clips p_A to [0.75, 1] before counting votes for the data weight."""
 WEIGHT_ALPHA = 0.1
@@ -226,8 +232,9 @@ class Sun2025(SmoothingModule):
         attacker: ``pgd_radius_l2`` or ``pgd_radius_linf`` (``--attacker``).
         epsilon: the attack's step size (``--epsilon``; raw l2 units of [0,1] pixels, as the reference's).
         attack_steps: T (``--attack_steps``).
-        estimate_batch_size: noisy copies per forward pass of the p_A estimates (memory only).
-        estimate_seed: the seed of the estimates' noise (image chunk c of epoch e draws from (seed, e, N, c)).
+        estimate_batch_size: noisy copies per forward pass of the p_A estimates (memory only: the same draws).
+        estimate_seed: the seed of the estimates' noise, the training seed in the YAML (``${seed}``): the N copies of
+            training image p in epoch e draw from (:data:`P_CORRECT_STREAM`, seed, e, N, p).
         **kwargs: :class:`~rsbench.methods.base.SmoothingModule` arguments (net, sigma, optimizer, ...).
     """
 
@@ -388,44 +395,63 @@ class Sun2025(SmoothingModule):
 
     # ------------------------------------------------------------------------------------------- the estimate
 
-    def count_correct(self, x: Tensor, y: Tensor, num_samples: int, generator: torch.Generator | None = None) -> Tensor:
+    def count_correct(
+        self, x: Tensor, y: Tensor, num_samples: int, generators: Sequence[torch.Generator] | None = None
+    ) -> Tensor:
         """How many of ``num_samples`` noisy copies of each image the base classifier labels ``y`` (eval mode).
 
         Args:
             x: images ``[B, C, H, W]`` in [0,1].
             y: labels ``[B]``.
             num_samples: N, noisy copies per image (drawn by :meth:`noise_copies`, grouped by image).
-            generator: the noise stream.
+            generators: one noise stream per image (image i's N copies come from ``generators[i]`` alone); ``None``:
+                one draw for the whole batch from the global stream.
 
         Returns:
             ``[B]`` int64 counts.
         """
         with frozen(self.net), torch.no_grad():
-            noisy = copies(x, num_samples) + self.noise_copies(x, num_samples, generator=generator)
-            hits = self(noisy).argmax(dim=1) == copies(y, num_samples)
+            if generators is None:
+                noise = self.noise_copies(x, num_samples)
+            else:
+                if len(generators) != len(x):
+                    raise ValueError(f"{len(generators)} noise streams for {len(x)} images")
+                noise = torch.cat(
+                    [self.noise_copies(x[i : i + 1], num_samples, generator=g) for i, g in enumerate(generators)]
+                )
+            hits = self(copies(x, num_samples) + noise).argmax(dim=1) == copies(y, num_samples)
         return hits.view(len(x), num_samples).sum(dim=1).cpu()
 
+    def estimate_generators(self, positions: Tensor, num_samples: int, epoch: int) -> list[torch.Generator]:
+        """The noise stream of each training image at ``positions`` in the estimate of ``epoch`` with N copies."""
+        keys = (P_CORRECT_STREAM, self.estimate_seed, epoch, num_samples)
+        return [make_generator(self.device, *keys, int(p)) for p in positions]
+
     def _estimate(self, dataset: Dataset, positions: Tensor, num_samples: int, epoch: int) -> Tensor:
-        """Counts of correct noisy copies for the images at ``positions``, resumable through a partial file."""
+        """Counts of correct noisy copies for the images at ``positions``, resumable through a partial file.
+
+        Image p's copies come from :meth:`estimate_generators`, so the counts are the same for every
+        ``estimate_batch_size`` and however often the estimate was interrupted.
+        """
         together = max(1, self.estimate_batch_size // num_samples)
-        path = self._estimate_path(epoch, num_samples, len(positions), together)
+        path = self._estimate_path(epoch, num_samples, len(positions))
         counts = torch.full((len(positions),), -1, dtype=torch.int64)
         if path is not None and path.is_file():
             stored = torch.load(path, map_location="cpu", weights_only=True)
             if torch.equal(stored["positions"], positions):
                 counts = stored["counts"]
                 log.info("sun2025: resuming the p_A estimate of epoch %d from %s", epoch, path)
-        done = int((counts >= 0).sum())
+        todo = (counts < 0).nonzero().flatten()
+        done = len(positions) - len(todo)
         counter = progress(len(positions), f"sun2025 p_A estimate (epoch {epoch}, N={num_samples})", "images", done)
         last_save = time.monotonic()
-        for chunk, first in enumerate(range(0, len(positions), together)):
-            if first < done:
-                continue
-            items = [dataset[int(p)] for p in positions[first : first + together]]
+        for first in range(0, len(todo), together):
+            rows = todo[first : first + together]
+            items = [dataset[int(p)] for p in positions[rows]]
             x = torch.stack([item[0] for item in items]).to(self.device)
             y = torch.as_tensor([int(item[1]) for item in items], device=self.device)
-            generator = make_generator(self.device, self.estimate_seed, epoch, num_samples, chunk)
-            counts[first : first + len(items)] = self.count_correct(x, y, num_samples, generator)
+            generators = self.estimate_generators(positions[rows], num_samples, epoch)
+            counts[rows] = self.count_correct(x, y, num_samples, generators)
             counter.update(len(items))
             stopping = stop_requested() is not None
             if path is not None and (stopping or time.monotonic() - last_save > SAVE_EVERY_SECONDS):
@@ -437,12 +463,15 @@ class Sun2025(SmoothingModule):
             _save_atomic({"positions": positions, "counts": counts}, path)
         return counts
 
-    def _estimate_path(self, epoch: int, num_samples: int, images: int, together: int) -> Path | None:
+    def _estimate_path(self, epoch: int, num_samples: int, images: int) -> Path | None:
         trainer = self._trainer
         root = getattr(trainer, "default_root_dir", None) if trainer is not None else None
         if root is None:
             return None
-        name = f"p_correct_epoch{epoch}_n{num_samples}_images{images}_chunk{together}_seed{self.estimate_seed}.pt"
+        # (files of the earlier per-chunk streams were named ..._chunk<k>_seed<s>.pt: never read as these)
+        name = (
+            f"p_correct_epoch{epoch}_n{num_samples}_images{images}_stream{P_CORRECT_STREAM}_seed{self.estimate_seed}.pt"
+        )
         return Path(root) / "sun2025" / name
 
     def _training_images(self) -> Dataset:
@@ -496,6 +525,7 @@ def _save_atomic(payload: dict[str, Any], path: Path) -> None:
 
 __all__ = [
     "CARD",
+    "P_CORRECT_STREAM",
     "EpochPlan",
     "PlanSampler",
     "SamplingState",

@@ -6,13 +6,16 @@ processes and data-dependent sigma modes): it hands over the trained network and
 rank, and a barrier over the trainer's processes. It then logs ``certify/acr`` and ``certify/acc@<r>`` through
 Lightning (so every logger and a sweeper see them) and, when a W&B logger is present, the curve as a line plot and
 a table, and the records as an artifact. The run's training time (Lightning's ``Timer``, which the run adds when it
-trains) goes to ``metrics.json["cost"]``. The logged ``certify/*`` metrics (and the sweep objective) always come
+trains) goes to ``metrics.json["cost"]``, the epoch the certified weights are from to
+``metrics.json["certified_epoch"]``, and the method's first epoch (its card's; 0 for most methods) to
+``metrics.json["method_epoch"]``. The logged ``certify/*`` metrics (and the sweep objective) always come
 from sound certificates; per-input-sigma ones are logged as ``certify_unsound/*``. With ``attack=smoothadv`` the
 certified images are then attacked (:mod:`rsbench.attack`, on process 0) and ``attack/empirical@<r>`` is logged.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,8 @@ from rsbench.certify.settings import CertifySettings
 from rsbench.methods.base import SmoothingModule
 from rsbench.stop import raise_if_stop_requested, stop_requested
 
+log = logging.getLogger(__name__)
+
 
 class CertifyCallback(pl.Callback):
     """Certify the test split with Cohen et al.'s CERTIFY when the test epoch ends.
@@ -39,6 +44,8 @@ class CertifyCallback(pl.Callback):
         run_protocol: the training protocol the run was composed with (``rsbench`` or ``authors``, see
             ``conf/protocol``), recorded as ``metrics.json["protocol"]``; ``None`` records nothing.
         attack: attack the certified images afterwards (``attack=smoothadv``); ``None``: no attack.
+        method_epoch: the first epoch whose checkpoint is the method (its card's, :mod:`rsbench.methods.card`),
+            recorded as ``metrics.json["method_epoch"]``; certifying weights from before it is warned about.
     """
 
     def __init__(
@@ -47,9 +54,11 @@ class CertifyCallback(pl.Callback):
         output_dir: str | Path | None = None,
         run_protocol: str | None = None,
         attack: AttackSettings | None = None,
+        method_epoch: int = 0,
     ) -> None:
         self.settings = settings
         self.attack = attack
+        self.method_epoch = method_epoch
         self.output_dir = output_dir
         self.run_protocol = run_protocol
         self.summary: dict[str, Any] | None = None
@@ -69,7 +78,8 @@ class CertifyCallback(pl.Callback):
             certify_defaults=pl_module.certify_defaults,
             noise=pl_module.noise.name,
         )
-        notes = {"protocol": self.run_protocol} if self.run_protocol is not None else {}
+        notes: dict[str, Any] = {"protocol": self.run_protocol} if self.run_protocol is not None else {}
+        notes.update(self._epochs(pl_module))
         output_dir = Path(self.output_dir or trainer.default_root_dir)
         certification = Certification(self.settings, output_dir, notes, train_seconds=training_seconds(trainer))
         outcome = certification.run(
@@ -98,6 +108,18 @@ class CertifyCallback(pl.Callback):
             for radius, accuracy in (attack or {}).get("empirical_accuracy", {}).items():
                 pl_module.log(f"attack/empirical@{radius}", accuracy, rank_zero_only=True)
         self._log(trainer, pl_module, certification.output_dir, outcome.rows)
+
+    def _epochs(self, pl_module: SmoothingModule) -> dict[str, int | None]:
+        """``certified_epoch`` (the weights' epoch, ``None`` if unknown) and ``method_epoch``; warns when before it."""
+        epoch = pl_module.weights_epoch
+        if epoch is not None and epoch < self.method_epoch:
+            log.warning(
+                "certifying the weights of epoch %d, before epoch %d from which they are method=%s (its card)",
+                epoch,
+                self.method_epoch,
+                pl_module.method_name,
+            )
+        return {"certified_epoch": epoch, "method_epoch": self.method_epoch}
 
     def _log(
         self,

@@ -10,6 +10,8 @@ imports, or as a many-line traceback:
 - a certification count or subset that cannot be right (``certify.n=0``, ``certify.start=500`` beyond the test
   split of a stock dataset);
 - ``trainer=gpu`` on a machine with no GPU device at all;
+- a training run that ends before the epoch from which its method's checkpoints are the method (its card's
+  :class:`~rsbench.methods.card.MethodEpoch`: ``method=sun2025`` with ``trainer.max_epochs`` <= ``method.ds_epoch``);
 - a checkpoint the config names that is not a file (``ckpt_path``, a method card's checkpoint arguments such as
   ``method.teacher_ckpt``, the files of ``model=checkpoint|ensemble|torchscript|exported|denoised``);
 - a run directory (``hydra.run.dir``, ``resume=``) that another process is writing.
@@ -30,7 +32,7 @@ from typing import Any
 
 from rsbench.certify.subset import certification_indices, require_images
 from rsbench.errors import ConfigError
-from rsbench.methods.card import find_card
+from rsbench.methods.card import find_card, first_method_epoch
 from rsbench.runs.cli import MULTIRUN_FLAGS, Command, config_dir
 from rsbench.runs.layout_choice import check_layout
 from rsbench.runs.lock import busy_error, is_held
@@ -100,6 +102,8 @@ def check_before_run(argv: Sequence[str], command: Command) -> None:
         check_accelerator(str(_get(cfg, "trainer.accelerator", "auto")))
         check_layout(_get(cfg, "train_layout", "contiguous"))
         check_training_files(cfg, choices.get("method"))
+        if bool(_get(cfg, "train", True)):
+            _check_method_epoch(cfg)
     else:
         check_model_files(cfg)
 
@@ -214,6 +218,43 @@ def check_accelerator(accelerator: str) -> None:
         f"trainer.accelerator={accelerator} (trainer=gpu) needs a GPU, and this machine has none (no GPU device: "
         f"{', '.join(GPU_DEVICES)}): use trainer=default (a GPU when there is one, else the CPU) or trainer=cpu"
     )
+
+
+def check_method_epoch(method: Mapping[str, Any], max_epochs: Any) -> None:
+    """Refuse to train ``max_epochs`` epochs when none of them is the method (its card's first epoch comes later).
+
+    Args:
+        method: the method's config node (``cfg.method``).
+        max_epochs: ``trainer.max_epochs`` (``None`` or -1: no limit, nothing to check).
+
+    Raises:
+        ConfigError: naming the method, its first epoch, what it trains before it, ``trainer.max_epochs`` and the
+            keys to change.
+    """
+    if isinstance(max_epochs, bool) or not isinstance(max_epochs, int) or max_epochs < 0:
+        return
+    epoch, card = first_method_epoch(method)
+    if card is None or card.method_epoch is None or epoch < max_epochs:
+        return
+    keys = ", ".join(f"method.{key}" for key in card.method_epoch.keys)
+    raise ConfigError(
+        f"method={card.name} is itself from epoch {epoch} on (0-indexed; before it: {card.method_epoch.before}), "
+        f"but trainer.max_epochs={max_epochs} ends before it, so no checkpoint would be {card.name}: raise "
+        f"trainer.max_epochs above {epoch}, or set an earlier epoch ({keys})"
+    )
+
+
+def _check_method_epoch(cfg: Any) -> None:
+    """:func:`check_method_epoch` of the composed config; a value only the run can resolve is left to the run."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    method = _get(cfg, "method")
+    if not isinstance(method, Mapping):
+        return
+    try:
+        check_method_epoch(method, _get(cfg, "trainer.max_epochs"))
+    except OmegaConfBaseException:
+        return
 
 
 def check_training_files(cfg: Any, method: str | None) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 from omegaconf import DictConfig, Node, OmegaConf
 
 from rsbench.errors import ConfigError
-from rsbench.methods.card import method_card, origins
+from rsbench.methods.card import first_method_epoch, method_card, origins
 from rsbench.runs import naming
 
 
@@ -80,6 +80,7 @@ def register_resolvers() -> None:
     # What the method cards say (rsbench/methods/*_card.py): a method's certification defaults, the importer's origins.
     OmegaConf.register_new_resolver("rs.certify_default", certify_default, replace=True)
     OmegaConf.register_new_resolver("rs.origins", lambda: " | ".join(sorted(origins())), replace=True)
+    OmegaConf.register_new_resolver("rs.first_method_epoch", method_epoch, replace=True)
     for name, function in (
         ("rs.run_name", naming.run_name),
         ("rs.group_name", naming.group_name),
@@ -152,6 +153,17 @@ def certify_default(key: Any, *methods: Any) -> Any:
         names = ", ".join(str(m) for m in methods)
         raise ConfigError(f"no certification default {key!r} in the method card of {names} (rsbench/methods/*_card.py)")
     return found[-1]
+
+
+def method_epoch(method: Any) -> int:
+    """``${rs.first_method_epoch:${method}}``: the first epoch whose checkpoint is the method (its card says; else 0).
+
+    >>> method_epoch({"_target_": "rsbench.methods.sun2025.Sun2025", "ds_hard": True, "ds_epoch": 8})
+    8
+    >>> method_epoch({"_target_": "rsbench.methods.gaussian.GaussianAugmentation"})
+    0
+    """
+    return first_method_epoch(method)[0]
 
 
 def _with_override_list(function: Callable[..., Any]) -> Callable[..., Any]:

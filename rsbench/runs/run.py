@@ -28,11 +28,14 @@ from rsbench.certify.settings import CertifySettings
 from rsbench.certify.subset import require_images
 from rsbench.checkpoint import load_checkpoint
 from rsbench.errors import ConfigError
+from rsbench.methods.base import checkpoint_epoch
+from rsbench.methods.card import first_method_epoch
 from rsbench.noise import check_sigma
 from rsbench.noise_distributions import noise_distribution
 from rsbench.runs.certify_callback import CertifyCallback
 from rsbench.runs.epoch_seed import EpochSeed
 from rsbench.runs.loggers import CSVLogger, wandb_run_id
+from rsbench.runs.precheck import check_method_epoch
 from rsbench.runs.prerequisites import check_given
 from rsbench.runs.progress_lines import TrainingProgress
 from rsbench.runs.training_layout import TrainingLayout, bf16_warning, check_layout
@@ -69,6 +72,8 @@ def check_config(cfg: DictConfig) -> None:
     )
     if warning:
         log.warning("%s", warning)
+    if cfg.train:
+        check_method_epoch(cfg.method, cfg.trainer.get("max_epochs"))
     chunks, batch = cfg.method.get("steps_per_batch", 1), cfg.dataset.batch_size
     if isinstance(chunks, int) and isinstance(batch, int) and batch < chunks:
         raise ConfigError(
@@ -184,7 +189,8 @@ def build_callbacks(cfg: DictConfig) -> list[pl.Callback]:
         protocol = OmegaConf.select(cfg, "protocol_name", default=None)
         attack = AttackSettings.from_config(cfg.get("attack"))  # attack=smoothadv: attacked after certification
         check_attack(settings, attack)
-        certify.append(CertifyCallback(settings, certification_dir(cfg), protocol, attack))
+        method_epoch = first_method_epoch(cfg.method)[0]
+        certify.append(CertifyCallback(settings, certification_dir(cfg), protocol, attack, method_epoch))
     nodes: Mapping[str, Any] = (cfg.get("callbacks") or {}) if cfg.train else {}
     seeding = [EpochSeed(cfg.seed)] if cfg.train else []  # a resumed run trains exactly as an uninterrupted one
     timing = [Timer(verbose=False)] if cfg.train else []  # training seconds, kept in checkpoints across resumes
@@ -312,6 +318,7 @@ def _starting_point(
         module.check_checkpoint(checkpoint, cfg.ckpt_path)  # type: ignore[operator]
         if not cfg.train:
             module.load_state_dict(checkpoint["state_dict"])  # strict: every weight must be there
+            module.weights_epoch = checkpoint_epoch(checkpoint)  # type: ignore[assignment]
             return Start(train=False)
     last = checkpoint_file(callbacks, "last")
     if last is None or not last.is_file():
