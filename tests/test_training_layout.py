@@ -133,3 +133,20 @@ def test_bf16_on_a_cpu_without_native_bf16_is_warned_about(monkeypatch: pytest.M
     assert bf16_warning("32-true", "cpu") is None
     monkeypatch.setattr(training_layout.torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True)
     assert bf16_warning("bf16-mixed", "cpu") is None
+
+
+def test_a_run_checkpointed_by_lightnings_model_checkpoint_resumes_under_the_method_checkpoint(tmp_path: Path) -> None:
+    """A run started before MethodCheckpoint (and train_layout) existed continues under today's config."""
+    (tmp_path / ".hydra").mkdir()
+    old = compose_config("experiment=smoke", output_dir=tmp_path)
+    with open_dict(old):
+        del old["train_layout"]
+        del old.callbacks.model_checkpoint["first_epoch"]
+        old.callbacks.model_checkpoint._target_ = "pytorch_lightning.callbacks.ModelCheckpoint"
+    OmegaConf.save(old, tmp_path / ".hydra" / "config.yaml")
+    check_resumable(compose_config("experiment=smoke", output_dir=tmp_path), tmp_path, certified=False)
+    with open_dict(old):
+        old.callbacks.model_checkpoint._target_ = "mypkg.OtherCheckpoint"
+    OmegaConf.save(old, tmp_path / ".hydra" / "config.yaml")
+    with pytest.raises(ResumeMismatchError, match="callbacks.model_checkpoint._target_"):
+        check_resumable(compose_config("experiment=smoke", output_dir=tmp_path), tmp_path, certified=False)

@@ -70,6 +70,15 @@ ADDED = {
     "certify.design": "looks",  # the one sequential design there was
 }
 """Keys added after runs were made, with the value a run without them had: such a run resumes under them."""
+UPGRADED = {
+    "callbacks.model_checkpoint._target_": (
+        "pytorch_lightning.callbacks.ModelCheckpoint",
+        "rsbench.runs.checkpointing.MethodCheckpoint",
+    ),
+}
+"""Settings whose value changed under a run without changing what it trained: (the run's old value, the new one).
+The best checkpoint's callback became :class:`rsbench.runs.checkpointing.MethodCheckpoint`; a run made with
+Lightning's resumes under it (with ``first_epoch`` added, which selects only among the method's epochs from now on)."""
 SEQUENTIAL_KEYS = tuple(f"certify.{key}" for key in ("design", "radius_cap", "radius_target", "first_look", "growth"))
 """Settings of sequential CERTIFY only: rows certified with the standard mode do not depend on them."""
 
@@ -123,6 +132,11 @@ def check_resumable(
     for key, value in ADDED.items():
         if key in after and before.get(key, _MISSING) == _MISSING:  # (a top-level key is there, as not set)
             before[key] = value
+    for key, (old, new) in UPGRADED.items():
+        if before.get(key) == old and after.get(key) == new:
+            before[key] = new
+            first = "callbacks.model_checkpoint.first_epoch"
+            before.setdefault(first, after.get(first, _MISSING))
     if before.get("certify.mode", "standard") == after.get("certify.mode", "standard") == "standard":
         for key in SEQUENTIAL_KEYS:  # (their defaults changed when the sequential designs came)
             before.pop(key, None)
