@@ -148,5 +148,5 @@ def test_a_run_checkpointed_by_lightnings_model_checkpoint_resumes_under_the_met
     with open_dict(old):
         old.callbacks.model_checkpoint._target_ = "mypkg.OtherCheckpoint"
     OmegaConf.save(old, tmp_path / ".hydra" / "config.yaml")
-    with pytest.raises(ResumeMismatchError, match="callbacks.model_checkpoint._target_"):
+    with pytest.raises(ResumeMismatchError, match=r"callbacks\.model_checkpoint\._target_"):
         check_resumable(compose_config("experiment=smoke", output_dir=tmp_path), tmp_path, certified=False)
