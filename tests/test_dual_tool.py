@@ -136,14 +136,19 @@ def test_labels_stage_labels_the_chosen_training_images(tmp_path: Path, experts:
     again = stages.labels_stage(cfg, tmp_path / "labels")  # written: read back, not recomputed
     assert again == path
     summary = json.loads((tmp_path / "labels" / "router_labels.json").read_text())
-    assert summary["version"] == LABELS_VERSION and summary["images"] == 4
+    assert summary["version"] == LABELS_VERSION
+    assert summary["images"] == 4
 
 
 def test_the_dual_budget_is_alpha_plus_beta_0_001_by_default(tmp_path: Path, experts: list[Path]) -> None:
     """The paper's budget, alpha = beta = 0.0005, whatever certify preset (smoke's alpha is 0.01) is chosen."""
     cfg = compose_config(
-        f"experts=[{experts[0]},{experts[1]}]", "certify=smoke", "certify.max_images=2", *constant_router(1),
-        output_dir=tmp_path, config_name="dual",
+        f"experts=[{experts[0]},{experts[1]}]",
+        "certify=smoke",
+        "certify.max_images=2",
+        *constant_router(1),
+        output_dir=tmp_path,
+        config_name="dual",
     )
     assert (cfg.certify.alpha, cfg.beta) == (0.0005, 0.0005)
     summary = stages.certify_stage(cfg, tmp_path)

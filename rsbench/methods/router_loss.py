@@ -163,11 +163,17 @@ def training_targets(table: LabelTable, labels: str, drop_uncertified: bool) -> 
     return targets, kept
 
 
-def describe_targets(sigmas: list[float], shares: Tensor, weights: Tensor | None, kept: int, labelled: int) -> Any:
+def describe_targets(
+    sigmas: list[float], shares: Tensor, weights: Tensor | None, kept: int, labelled: int
+) -> dict[str, Any]:
     """A JSON-safe summary of the targets: the kept images, q_k and w_k per sigma (logged when the router starts)."""
+
+    def per_sigma(values: Tensor) -> dict[str, float]:
+        return {repr(s): float(v) for s, v in zip(sigmas, values.tolist(), strict=True)}
+
     return {
         "kept": kept,
         "labelled": labelled,
-        "shares": {repr(s): float(q) for s, q in zip(sigmas, shares.tolist(), strict=True)},
-        "weights": None if weights is None else {repr(s): float(w) for s, w in zip(sigmas, weights.tolist(), strict=True)},
+        "shares": per_sigma(shares),
+        "weights": None if weights is None else per_sigma(weights),
     }
