@@ -15,14 +15,16 @@ import torch
 from omegaconf import DictConfig
 
 from rsbench.archs.registry import build_classifier
-from rsbench.certify.dual import read_dual_rows
+from rsbench.certify.dual import format_dual_summary, read_dual_rows
 from rsbench.certify.records import read_rows
 from rsbench.dual import stages
 from rsbench.errors import ConfigError
+from rsbench.methods.router_loss import LABELS_VERSION
 from tests.helpers import certify, compose_config, save_checkpoint
 
 SIGMAS = (0.25, 0.5)
-SMALL = ("certify=smoke", "certify.max_images=3")
+# certify=smoke's alpha for both parts, as the experts' own smoke certifications (tests.helpers.certify) use
+SMALL = ("certify=smoke", "certify.max_images=3", "certify.alpha=0.01", "beta=0.01")
 
 
 @pytest.fixture(scope="module")
@@ -129,5 +131,30 @@ def test_labels_stage_labels_the_chosen_training_images(tmp_path: Path, experts:
     radii = table["radii"][chosen]
     assert table["labels"][chosen].tolist() == radii.argmax(dim=1).tolist()
     assert table["sigmas"] == list(SIGMAS)
+    assert table["version"] == LABELS_VERSION
+    assert bool(torch.isnan(table["radii"][1:7]).all())  # images not labelled have no radii
     again = stages.labels_stage(cfg, tmp_path / "labels")  # written: read back, not recomputed
     assert again == path
+    summary = json.loads((tmp_path / "labels" / "router_labels.json").read_text())
+    assert summary["version"] == LABELS_VERSION
+    assert summary["images"] == 4
+
+
+def test_the_dual_budget_is_alpha_plus_beta_0_001_by_default(tmp_path: Path, experts: list[Path]) -> None:
+    """The paper's budget, alpha = beta = 0.0005, whatever certify preset (smoke's alpha is 0.01) is chosen."""
+    cfg = compose_config(
+        f"experts=[{experts[0]},{experts[1]}]",
+        "certify=smoke",
+        "certify.max_images=2",
+        *constant_router(1),
+        output_dir=tmp_path,
+        config_name="dual",
+    )
+    assert (cfg.certify.alpha, cfg.beta) == (0.0005, 0.0005)
+    summary = stages.certify_stage(cfg, tmp_path)
+    assert summary is not None
+    assert (summary["alpha"], summary["beta"]) == (0.0005, 0.0005)
+    assert summary["failure_probability"] == pytest.approx(0.001, abs=1e-15)  # a sum of two floats
+    assert "alpha + beta = 0.0005 + 0.0005 = 0.001" in format_dual_summary(summary)
+    rows = read_dual_rows(tmp_path / "certify.tsv")
+    assert {(row.alpha, row.beta) for row in rows} == {(0.0005, 0.0005)}

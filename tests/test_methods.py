@@ -163,7 +163,11 @@ def dual_table(method: str, folder: Path) -> tuple[str, ...]:
     """Write ``method``'s table (4,500 embedded training images, choices 0/1 of sigmas 0.25, 0.5); its overrides."""
     key = DUAL_TABLES[method]
     path = folder / f"{key}.pt"
-    torch.save({key: torch.arange(4500) % 2, "sigmas": [0.25, 0.5]}, path)
+    choices = torch.arange(4500) % 2
+    table = {key: choices, "sigmas": [0.25, 0.5]}
+    if method == "router":  # the labels stage's table: each expert's radius, the chosen one 0.5
+        table.update(version=2, radii=torch.nn.functional.one_hot(choices, 2).double() * 0.5)
+    torch.save(table, path)
     if method == "router":
         return (f"method.labels_file={path}", "arch.num_classes=2")
     return (f"method.routes_file={path}", "method.expert=0")

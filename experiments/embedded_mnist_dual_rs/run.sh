@@ -12,6 +12,11 @@ OUT=${OUT:-multirun/embedded_mnist_dual_rs}
 IMAGES=${IMAGES:-300}
 C="certify=sequential certify.design=betting certify.n0=100 certify.n=10000 certify.alpha=0.001 certify.skip=1"
 C="$C certify.max_images=$IMAGES"
+# The committed records were made before method=router followed the dual RS paper and before the dual budget became
+# alpha = beta = 0.0005: these pin what they were made with (docs/dual_smoothing.md has the paper's recipe).
+OLD_ROUTER="method.labels=hard method.drop_uncertified=false method.rebalance=false method.consistency=none"
+OLD_ROUTER="$OLD_ROUTER optimizer=sgd ~method_schedule"
+OLD_BUDGET="beta=0.001"
 done_run() { [ -f "$1/status.json" ] && grep -q '"completed"' "$1/status.json"; }
 for s in 0.25 0.5 1.0; do
   done_run "$OUT/train_sigma$s" || python -m rsbench experiment=mnist_study method=gaussian sigma=$s seed=0 test=false \
@@ -26,9 +31,9 @@ R="expert_records=[$OUT/expert_sigma0.25,$OUT/expert_sigma0.5,$OUT/expert_sigma1
 [ -f "$OUT/labels/router_labels.pt" ] || python -m rsbench.dual stage=labels "$E" labels.skip=4 labels.n0=16 \
   labels.n=256 hydra.run.dir="$OUT/labels" "$@"
 done_run "$OUT/router" || python -m rsbench experiment=mnist_study method=router \
-  method.labels_file="$OUT/labels/router_labels.pt" arch.num_classes=3 sigma=1.0 seed=0 test=false \
+  method.labels_file="$OUT/labels/router_labels.pt" $OLD_ROUTER arch.num_classes=3 sigma=1.0 seed=0 test=false \
   trainer.enable_progress_bar=false hydra.run.dir="$OUT/router" "$@"
-[ -f "$OUT/dual_rs/metrics.json" ] || python -m rsbench.dual stage=certify \
+[ -f "$OUT/dual_rs/metrics.json" ] || python -m rsbench.dual stage=certify $OLD_BUDGET \
   router.path="$OUT/router/checkpoints/best.ckpt" "$E" "$R" $C hydra.run.dir="$OUT/dual_rs" "$@"
 [ -f "$OUT/ddrs_sigma0.5/metrics.json" ] || python -m rsbench.certify \
   model.path="$OUT/train_sigma0.5/checkpoints/best.ckpt" certify=quick certify.skip=1 certify.max_images=50 \

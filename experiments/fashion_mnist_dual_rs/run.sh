@@ -21,6 +21,13 @@ OUT=${OUT:-multirun/fashion_mnist_dual_rs}
 DATA=${DATA:-/usr/share/datasets/fashion-mnist}
 D="dataset=fashion_mnist data_dir=$DATA dataset.num_workers=0"
 C="certify=sequential certify.n0=100 certify.n=100000 certify.alpha=0.001 certify.skip=20 certify.channels_last=true"
+# The committed records were made before method=router followed the dual RS paper and before the dual budget became
+# alpha = beta = 0.0005: these pin what they were made with (docs/dual_smoothing.md has the paper's recipe).
+OLD_ROUTER="method.labels=hard method.drop_uncertified=false method.rebalance=false method.consistency=none"
+OLD_ROUTER="$OLD_ROUTER optimizer=sgd ~method_schedule"
+OLD_BUDGET="beta=0.001"
+OLD_ROUTER_LIST=$(printf '"%s",' $OLD_ROUTER)  # the same for stage=iterate's router: ["method.labels=hard",...]
+OLD_ROUTER_LIST="[${OLD_ROUTER_LIST%,}]"
 done_run() { [ -f "$1/status.json" ] && grep -q '"completed"' "$1/status.json"; }
 # an expert: the study's shared weights (models/gaussian_sigma<s>.ckpt, tools/share_model.py) unless this $OUT trains
 # its own (TRAIN=1, or a training folder already there)
@@ -51,9 +58,9 @@ R="expert_records=[$(records 0.25),$(records 0.5),$(records 1.0)]"
 [ -f "$OUT/labels/router_labels.pt" ] || python -m rsbench.dual stage=labels $D "$E" labels.skip=3 labels.n0=16 \
   labels.n=256 certify.channels_last=true hydra.run.dir="$OUT/labels" "$@"
 done_run "$OUT/router" || python -m rsbench method=router method.labels_file="$OUT/labels/router_labels.pt" \
-  arch.num_classes=3 sigma=1.0 seed=0 $D protocol=authors test=false trainer.enable_progress_bar=false \
+  $OLD_ROUTER arch.num_classes=3 sigma=1.0 seed=0 $D protocol=authors test=false trainer.enable_progress_bar=false \
   hydra.run.dir="$OUT/router" "$@"
-[ -f "$OUT/dual_rs/metrics.json" ] || python -m rsbench.dual stage=certify $D \
+[ -f "$OUT/dual_rs/metrics.json" ] || python -m rsbench.dual stage=certify $D $OLD_BUDGET \
   router.path="$OUT/router/checkpoints/last.ckpt" "$E" "$R" $C hydra.run.dir="$OUT/dual_rs" "$@"
 [ -f "$OUT/ddrs_sigma0.5/metrics.json" ] || python -m rsbench.certify \
   model.path="$(expert 0.5)" $D certify.n0=100 certify.n=10000 certify.alpha=0.001 \
@@ -61,9 +68,9 @@ done_run "$OUT/router" || python -m rsbench method=router method.labels_file="$O
 # 6b. an ablation of the router's noise: a router trained and smoothed at sigma 0.5 (step 4's labels), dual-certified
 #     like step 5 into $OUT/dual_rs_router0.5
 done_run "$OUT/router_sigma0.5" || python -m rsbench method=router method.labels_file="$OUT/labels/router_labels.pt" \
-  arch.num_classes=3 sigma=0.5 seed=0 $D protocol=authors test=false trainer.enable_progress_bar=false \
+  $OLD_ROUTER arch.num_classes=3 sigma=0.5 seed=0 $D protocol=authors test=false trainer.enable_progress_bar=false \
   hydra.run.dir="$OUT/router_sigma0.5" "$@"
-[ -f "$OUT/dual_rs_router0.5/metrics.json" ] || python -m rsbench.dual stage=certify $D \
+[ -f "$OUT/dual_rs_router0.5/metrics.json" ] || python -m rsbench.dual stage=certify $D $OLD_BUDGET \
   router.path="$OUT/router_sigma0.5/checkpoints/last.ckpt" "$E" "$R" $C hydra.run.dir="$OUT/dual_rs_router0.5" "$@"
 # 7. ROUNDS (default 2) rounds of the iterative training (docs/dual_smoothing.md; rsbench's reading of the paper), in
 #    $OUT/iterate/round<r>: labels from the current experts (round 1: step 3's), a router trained on them (round 1:
@@ -77,7 +84,8 @@ ln -sfn "$(realpath -m "$OUT/labels")" "$I/round1/labels"
 ln -sfn "$(realpath -m "$OUT/router")" "$I/round1/router"
 grep -qs "round$ROUNDS/router" "$I/iterate.json" || python -m rsbench.dual stage=iterate $D "$E" \
   iterate.rounds=$ROUNDS labels.skip=3 labels.n0=16 labels.n=256 route.skip=3 certify.channels_last=true \
-  'iterate.expert_overrides=["trainer.max_epochs=10","optimizer.lr=0.001"]' hydra.run.dir="$I" "$@"
+  'iterate.expert_overrides=["trainer.max_epochs=10","optimizer.lr=0.001"]' "iterate.router_overrides=$OLD_ROUTER_LIST" \
+  hydra.run.dir="$I" "$@"
 SIGMAS=(0.25 0.5 1.0)
 last=("$(expert 0.25)" "$(expert 0.5)" "$(expert 1.0)")
 for r in $(seq 1 "$ROUNDS"); do
@@ -91,7 +99,7 @@ for r in $(seq 1 "$ROUNDS"); do
     [ -f "$OUT/round$r/expert_sigma$s/metrics.json" ] || python -m rsbench.certify model.path="${tuned[$k]}" $D $C \
       hydra.run.dir="$OUT/round$r/expert_sigma$s" "$@"
   done
-  [ -f "$OUT/round$r/dual_rs/metrics.json" ] || python -m rsbench.dual stage=certify $D \
+  [ -f "$OUT/round$r/dual_rs/metrics.json" ] || python -m rsbench.dual stage=certify $D $OLD_BUDGET \
     router.path="$I/round$r/router/checkpoints/last.ckpt" "experts=[${tuned[0]},${tuned[1]},${tuned[2]}]" \
     "expert_records=[$OUT/round$r/expert_sigma0.25,$OUT/round$r/expert_sigma0.5,$OUT/round$r/expert_sigma1.0]" $C \
     hydra.run.dir="$OUT/round$r/dual_rs" "$@"

@@ -397,6 +397,21 @@ def summarize_dual(
     return summary
 
 
+def format_dual_summary(summary: Mapping[str, Any]) -> str:
+    """The result line of a dual certification: ACR, the failure probability as alpha + beta, certified accuracy.
+
+    Every certificate of the run holds with probability at least 1 - (alpha + beta); the line says both terms and
+    their sum, as ``metrics.json`` (``alpha``, ``beta``, ``failure_probability``) does.
+    """
+    accuracy = "  ".join(f"r={r}: {100 * a:.1f}%" for r, a in summary["certified_accuracy"].items())
+    return (
+        f"dual RS: ACR {summary['acr']:.4f} over {summary['num_images']} images (experts at sigma "
+        f"{list(summary['sigmas'])}, router at {summary['router_sigma']}; each certificate at alpha + beta = "
+        f"{summary['alpha']:g} + {summary['beta']:g} = {summary['failure_probability']:g}; abstained "
+        f"{100 * summary['abstain_rate']:.1f}%)\ncertified accuracy: {accuracy}"
+    )
+
+
 def envelope(curves: Iterable[Mapping[str, float]]) -> dict[str, float]:
     """The per-radius maximum of several certified-accuracy curves (the best any single global sigma does there).
 

@@ -26,6 +26,7 @@ def main(cfg: DictConfig) -> float | None:
     if cfg.stage not in STAGES:
         print(f"rsbench: error: stage={cfg.stage!r}: use one of {', '.join(STAGES)}", file=sys.stderr)
         sys.exit(2)
+    from rsbench.certify.dual import format_dual_summary
     from rsbench.dual import stages
     from rsbench.stop import StopGuard, StopRequested
 
@@ -41,7 +42,10 @@ def main(cfg: DictConfig) -> float | None:
                 stages.iterate_stage(cfg, output_dir)
             else:
                 summary = stages.certify_stage(cfg, output_dir)
-                return None if summary is None else float(summary["acr"])
+                if summary is None:
+                    return None
+                print(f"{format_dual_summary(summary)}\nwrote {output_dir}")
+                return float(summary["acr"])
     except StopRequested as stop:
         log.warning("stopped: rerun the same command to continue (%s)", output_dir)
         sys.exit(stop.exit_code)

@@ -1,15 +1,18 @@
 """The stages of ``python -m rsbench.dual``: router labels, routing, the iterative training, dual certification.
 
 * ``labels``: CERTIFY every expert at a small n on the training images (the subset ``labels.start/skip/max_images``)
-  and label each image with the expert of the largest certified radius (:func:`rsbench.certify.dual.router_labels`),
-  as the dual RS paper builds its router's training data. Writes ``router_labels.pt`` (``labels`` [N_train], -1 where
-  not labelled, ``radii`` [N_train, K], ``sigmas``); resumable (``router_labels.partial.pt``, saved every minute).
+  and keep every expert's radius per image (0 where it abstains or is wrong), from which ``method=router`` makes
+  the paper's soft labels; the argmax label is kept too (:func:`rsbench.certify.dual.router_labels`). Writes
+  ``router_labels.pt`` (:data:`~rsbench.methods.router_loss.LABELS_VERSION`: ``version``, ``labels`` [N_train], -1
+  where not labelled, ``radii`` [N_train, K], NaN where not labelled, ``sigmas``, ``protocol``); resumable
+  (``router_labels.partial.pt``, saved every minute).
 * ``route``: the smoothed router's choice (majority of ``route.n`` noisy votes) on the training images:
   ``router_routes.pt`` for ``method=routed_expert``.
 * ``iterate``: ``iterate.rounds`` rounds of labels -> ``python -m rsbench method=router`` -> route ->
   ``python -m rsbench method=routed_expert`` for every expert, each round from the previous round's experts; every
   step is skipped when its output exists, so rerunning continues.
-* ``certify``: dual CERTIFY of the test subset (``certify.*``, fixed n or sequential): the router at ``beta`` with
+* ``certify``: dual CERTIFY of the test subset (``certify.*``, fixed n or sequential; by default alpha = beta =
+  0.0005, the paper's total 0.001): the router at ``beta`` with
   ``router_n0`` / ``router_n`` samples, the routed expert at ``certify.alpha``; ``certify.tsv`` (Cohen's six columns,
   then the chosen sigma and both certificates), ``certify_protocol.json``, ``metrics.json`` (with alpha, beta and
   their sum) and the plot. ``expert_records`` reuses each expert's own certification of the same images (same seed
@@ -43,6 +46,7 @@ from rsbench.certify.dual import (
     DualRow,
     DualSmooth,
     fixed_n,
+    format_dual_summary,
     read_dual_rows,
     router_labels,
     summarize_dual,
@@ -58,6 +62,7 @@ from rsbench.certify.smooth import Certificate, Smooth
 from rsbench.certify.subset import indices_digest, require_images
 from rsbench.certify.summary import write_metrics
 from rsbench.errors import ConfigError
+from rsbench.methods.router_loss import LABELS_VERSION
 from rsbench.models import router as routers
 from rsbench.stop import raise_if_stop_requested, stop_requested
 
@@ -177,14 +182,16 @@ def labels_stage(cfg: DictConfig, output_dir: Path, experts: list[Any] | None = 
     labelled = torch.full((total,), -1, dtype=torch.int64)
     chosen = torch.as_tensor(router_labels(radii[indices].numpy()))
     labelled[torch.as_tensor(indices)] = chosen
-    save_atomic({"protocol": protocol, "labels": labelled, "radii": radii, "sigmas": sigmas}, path)
+    table = {"version": LABELS_VERSION, "protocol": protocol, "labels": labelled, "radii": radii, "sigmas": sigmas}
+    save_atomic(table, path)
     partial_path.unlink(missing_ok=True)
     counts = {repr(s): int((chosen == k).sum()) for k, s in enumerate(sigmas)}
     none = int((radii[indices] == 0).all(dim=1).sum())
-    summary = {"images": len(indices), "labels": counts, "no_expert_certifies": none, **protocol}
-    (output_dir / "router_labels.json").write_text(json.dumps(summary, indent=2) + "\n")
+    summary = {"version": LABELS_VERSION, "images": len(indices), "labels": counts, "no_expert_certifies": none}
+    (output_dir / "router_labels.json").write_text(json.dumps({**summary, **protocol}, indent=2) + "\n")
     log.info(
-        "router labels of %d training images: %s (%d that no expert certifies go to the smallest sigma)",
+        "router labels of %d training images: argmax %s; %d that no expert certifies (method=router drops them "
+        "by default; their argmax label is the smallest sigma)",
         len(indices),
         counts,
         none,
@@ -548,7 +555,7 @@ def certify_stage(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
     title = f"dual RS on {datamodule.name}: router at sigma={router.sigma}, experts at {sigmas}"
     note = f"{len(rows)} images, alpha={protocol.alpha} + beta={beta}, {settings.mode} CERTIFY"
     plot_certified_accuracy(curves, cap, output_dir / "certified_accuracy.png", title, note)
-    log.info("dual RS: ACR %.4f over %d images; chosen sigmas %s", summary["acr"], len(rows), summary["chosen_sigma"])
+    log.info("%s\nchosen sigmas %s", format_dual_summary(summary), summary["chosen_sigma"])
     return summary
 
 

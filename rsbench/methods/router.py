@@ -1,10 +1,11 @@
 """Training the two components of dual randomized smoothing (Sun, Mao and Vechev, ICLR 2026): router and experts.
 
-``method=router`` (:class:`RouterTraining`) trains a classifier over the experts' sigmas on the labels
-``python -m rsbench.dual stage=labels`` writes: for each training image, the expert whose certificate (CERTIFY at a
-small n) has the largest radius (:func:`rsbench.certify.dual.router_labels`). The router is trained with Gaussian
-noise at the sigma it will be smoothed at, cross-entropy on those labels (unlabelled images, -1, are skipped), and
-its checkpoint records ``sigmas`` in its signature so that ``router=checkpoint`` knows what its outputs mean.
+``method=router`` (:class:`RouterTraining`) trains a classifier over the experts' sigmas on the table
+``python -m rsbench.dual stage=labels`` writes: for each training image, every expert's certified radius at a small
+n. By default as the paper trains its router (as reported; :mod:`rsbench.methods.router_loss`): soft targets
+softmax(radii) with soft cross-entropy, the images no expert certifies left out, each expert's share rebalanced,
+and Jeong and Shin's consistency term on m noisy copies at the sigma the router will be smoothed at. Its checkpoint
+records ``sigmas`` in its signature so that ``router=checkpoint`` knows what its outputs mean.
 
 ``method=routed_expert`` (:class:`RoutedExpert`) is the other half of the iterative training: it fine-tunes one
 expert (Gaussian augmentation at its sigma, from its checkpoint) on the training images the smoothed router sends
@@ -30,12 +31,19 @@ from rsbench.checkpoint import SIGNATURE_KEY
 from rsbench.errors import CheckpointMismatchError, ConfigError
 from rsbench.methods.base import Batch, SmoothingModule, StepOutput
 from rsbench.methods.gaussian import GaussianAugmentation
-from rsbench.methods.hparams import check_int
+from rsbench.methods.hparams import check_choice, check_float, check_int
+from rsbench.methods.router_loss import (
+    UNLABELLED,
+    describe_targets,
+    expert_shares,
+    read_label_table,
+    rebalance_weights,
+    router_loss,
+    training_targets,
+)
 from rsbench.methods.teacher import load_teacher
 
 log = logging.getLogger(__name__)
-
-UNLABELLED = -1
 
 
 def read_table(path: str | Path, key: str, option: str) -> dict[str, Any]:
@@ -64,64 +72,103 @@ class RoutedSampler(Sampler[int]):
 
 
 class RouterTraining(SmoothingModule):
-    """Cross-entropy of a K-output classifier on x + eps (eps at the router's sigma) against the router labels.
+    """A K-output classifier on noisy copies x + eps (eps at the router's sigma), trained on the experts' radii.
+
+    The loss is :func:`~rsbench.methods.router_loss.router_loss` on the targets of
+    :func:`~rsbench.methods.router_loss.training_targets`: the paper's recipe as reported by default (soft labels,
+    uncertified images dropped, rebalanced, consistency ``strong``), each piece switched by its argument.
 
     Args:
-        labels_file: the table of ``python -m rsbench.dual stage=labels`` (``labels`` [N_train], ``sigmas`` [K]).
+        labels_file: the table of ``python -m rsbench.dual stage=labels`` (``radii`` [N_train, K], ``sigmas`` [K]).
+        labels: ``soft`` (softmax of the radii, soft cross-entropy) or ``hard`` (the argmax expert).
+        drop_uncertified: leave out the images no expert certifies.
+        rebalance: weight expert k by w_k = 1 / (K' q_k) (:func:`~rsbench.methods.router_loss.rebalance_weights`).
+        consistency: ``strong``, ``weak`` or ``none``, the name of the (num_noise, lbd, eta) the YAML fills in.
+        num_noise: m, noisy copies per image (>= 1).
+        lbd: lambda, the consistency (KL) weight (>= 0).
+        eta: eta, the entropy weight (>= 0).
         **kwargs: :class:`~rsbench.methods.base.SmoothingModule` arguments; ``sigma`` is the router's noise level
             and the network needs K outputs (``arch.num_classes=K``).
     """
 
     method_name = "router"
 
-    def __init__(self, *, labels_file: str, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        labels_file: str,
+        labels: str = "soft",
+        drop_uncertified: bool = True,
+        rebalance: bool = True,
+        consistency: str = "strong",
+        num_noise: int = 2,
+        lbd: float = 40.0,
+        eta: float = 0.5,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
-        table = read_table(labels_file, "labels", "method.labels_file")
+        self.label_kind = check_choice("method.labels", labels, ("soft", "hard"))
+        check_choice("method.consistency", consistency, ("strong", "weak", "none"))
+        self.num_noise = check_int("method.num_noise (m, noisy copies per image)", num_noise, 1)
+        self.lbd = check_float("method.lbd (lambda)", lbd)
+        self.eta = check_float("method.eta (eta)", eta)
+        table = read_label_table(labels_file)
         self.labels_file = str(labels_file)
-        self.sigmas = [float(s) for s in table["sigmas"]]
-        self.labels: Tensor = table["labels"].long()
+        self.sigmas = table.sigmas
         if self.net.num_classes != len(self.sigmas):
             raise ConfigError(
                 f"the router labels are over {len(self.sigmas)} sigmas {self.sigmas}, but the network has "
                 f"{self.net.num_classes} outputs: pass arch.num_classes={len(self.sigmas)}"
             )
+        self.targets, self.kept = training_targets(table, self.label_kind, bool(drop_uncertified))
+        shares = expert_shares(self.targets, self.kept)
+        self.class_weights = rebalance_weights(shares) if rebalance else None
+        self.target_summary = describe_targets(
+            self.sigmas, shares, self.class_weights, int(self.kept.sum()), int((table.labels != UNLABELLED).sum())
+        )
+        log.info("router targets (%s labels): %s", self.label_kind, self.target_summary)
 
     def training_loss(self, batch: Batch) -> StepOutput:
-        """CE(h(x + eps), label) over the labelled images of the batch (0 with no gradient when none is)."""
-        labels = self.labels[batch.indices.long().cpu()].to(batch.x.device)
-        logits = self(self.add_noise(batch.x, sigma=batch.sigma))
-        known = labels != UNLABELLED
-        if not bool(known.any()):
-            return StepOutput(loss=logits.sum() * 0.0, logits=logits[:0], labels=labels[:0])
-        loss = F.cross_entropy(logits[known], labels[known])
-        return StepOutput(
-            loss=loss, logits=logits[known], labels=labels[known], terms={"labelled": known.float().mean()}
-        )
+        """:func:`~rsbench.methods.router_loss.router_loss` over the kept images of the batch (0 when none is)."""
+        rows = batch.indices.long().cpu()
+        keep = self.kept[rows]
+        m = self.num_noise
+        if not bool(keep.any()):  # a zero loss that still has a graph (every parameter gets a zero gradient)
+            logits = self(self.add_noise(batch.x, sigma=batch.sigma))
+            return StepOutput(loss=logits.sum() * 0.0, logits=logits[:0], labels=batch.y[:0])
+        x = batch.x[keep.to(batch.x.device)]
+        sigma = batch.sigma if not isinstance(batch.sigma, Tensor) else batch.sigma[keep.to(batch.sigma.device)]
+        targets = self.targets[rows[keep]].to(x.device)
+        logits = self(self.noisy_copies(x, m, sigma=sigma))
+        loss, terms = router_loss(logits.view(len(x), m, -1), targets, self.class_weights, self.lbd, self.eta)
+        labels = targets.argmax(dim=1).repeat_interleave(m)
+        return StepOutput(loss=loss, logits=logits, labels=labels, terms={**terms, "kept": keep.float().mean()})
 
     def train_sampler(self, dataset: Dataset) -> Sampler[int]:
-        """Only the labelled training images (``stage=labels`` may label a subset), shuffled every epoch."""
+        """Only the kept training images (labelled, and certified by some expert when dropping), shuffled."""
         indices = torch.as_tensor(list(dataset.indices))  # type: ignore[attr-defined]
-        positions = (self.labels[indices] != UNLABELLED).nonzero().flatten()
+        positions = self.kept[indices].nonzero().flatten()
         if len(positions) == 0:
-            raise ConfigError(f"method.labels_file={self.labels_file!r} labels none of the training images")
+            raise ConfigError(f"method.labels_file={self.labels_file!r} keeps none of the training images")
         return RoutedSampler(positions)
 
     def validation_step(self, batch: tuple[Tensor, ...], batch_idx: int) -> None:
-        """Noisy router accuracy on the held-out images' router labels (looked up by the validation split)."""
+        """Noisy accuracy against the kept held-out images' argmax targets, and their soft cross-entropy."""
         datamodule = getattr(self.trainer, "datamodule", None)
         held = getattr(getattr(datamodule, "val_dataset", None), "indices", None)
         if held is None:
             return
         size = datamodule.eval_batch_size  # type: ignore[union-attr]
         indices = torch.as_tensor(list(held[batch_idx * size : batch_idx * size + len(batch[0])]))
-        labels = self.labels[indices].to(batch[0].device)
-        known = labels != UNLABELLED
-        if bool(known.any()):
-            x = batch[0][known]
+        keep = self.kept[indices]
+        if bool(keep.any()):
+            x = batch[0][keep.to(batch[0].device)]
+            targets = self.targets[indices[keep]].to(x.device)
+            labels = targets.argmax(dim=1)
             noisy = self(self.add_noise(x))
-            self.val_acc_clean(self(x), labels[known])
-            self.val_acc_noisy(noisy, labels[known])
-            self.log("val/loss", F.cross_entropy(noisy, labels[known]), on_epoch=True)
+            self.val_acc_clean(self(x), labels)
+            self.val_acc_noisy(noisy, labels)
+            self.log("val/loss", -(targets.to(noisy.dtype) * F.log_softmax(noisy, dim=1)).sum(1).mean(), on_epoch=True)
             self.log("val/acc_clean", self.val_acc_clean, on_epoch=True)
             self.log("val/acc_noisy", self.val_acc_noisy, on_epoch=True, prog_bar=True)
 
