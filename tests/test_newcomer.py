@@ -1,0 +1,127 @@
+"""What a newcomer meets on a first day: the terminal output of a run, warnings that save a wasted job, refusals that
+say what was meant, sweeps that sort as numbers, folders that name the threat model, and docs that run as typed."""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import pty
+import re
+import struct
+import subprocess
+import sys
+import termios
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+from rsbench.runs.quiet import ADVERT, quiet_lightning
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def environment(**extra: str) -> dict[str, str]:
+    """The test environment for a child: this checkout first on the path, no allocator re-exec, W&B offline."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, "RSBENCH_KEEP_ALLOCATOR": "1", "WANDB_MODE": "offline", **extra}
+
+
+def in_a_terminal(*args: str, timeout: float = 600) -> tuple[int, str]:
+    """``python -m rsbench <args>`` with stdout and stderr on a pseudo-terminal (as a user's shell runs it)."""
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))  # a 120-column terminal
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rsbench", *args],
+        cwd=ROOT,
+        env=environment(TERM="xterm"),
+        stdin=subprocess.DEVNULL,
+        stdout=follower,
+        stderr=follower,
+    )
+    os.close(follower)
+    chunks, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    return process.wait(timeout=60), b"".join(chunks).decode(errors="replace")
+
+
+def test_a_run_in_a_terminal_shows_one_clean_display_per_stage(tmp_path: Path) -> None:
+    """In a terminal: no Lightning advert, deprecation warning or model summary; no Lightning test bar under the
+    certification bar (which printed a line per image there), and the result line on a line of its own."""
+    run = tmp_path / "run"
+    code, output = in_a_terminal("experiment=smoke", "logger=none", "certify.n=1000", f"hydra.run.dir={run}")
+    assert code == 0, output[-3000:]
+    lines = [line.rstrip("\r").split("\r")[-1] for line in output.split("\n")]  # shown: the last redraw
+    assert ADVERT not in output
+    assert "LeafSpec" not in output
+    assert "Trainable params" not in output
+    assert "Testing" not in output  # Lightning's test bar, which never moved while certification ran
+    assert "Epoch 0" in output  # training keeps its bar
+    certifying = [line for line in output.split("\n") if "certifying (certify)" in line]
+    assert len(certifying) <= 1, certifying  # one bar redrawn in place, not a line per image
+    (result,) = [line for line in lines if "certification results" in line]
+    assert re.match(r"^\[[\d-]+ [\d:,]+\]\[rsbench", result), result  # the log line, not glued to a bar
+
+
+def test_lightning_s_advert_and_its_torch_warning_are_dropped_and_nothing_else() -> None:
+    quiet_lightning()
+    quiet_lightning()  # idempotent: one filter
+    logger = logging.getLogger("pytorch_lightning.utilities.rank_zero")
+    assert len(logger.filters) == len({id(f) for f in logger.filters})
+    advert = logger.makeRecord(logger.name, logging.INFO, __file__, 1, f"{ADVERT} try litlogger", None, None)
+    other = logger.makeRecord(logger.name, logging.INFO, __file__, 1, "GPU available: False", None, None)
+    assert not all(f.filter(advert) for f in logger.filters)
+    assert all(f.filter(other) for f in logger.filters)
+    from torch.utils._pytree import LeafSpec
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        quiet_lightning()
+        LeafSpec()
+        warnings.warn("another FutureWarning", FutureWarning, stacklevel=1)
+    assert [str(w.message) for w in caught] == ["another FutureWarning"]
+
+
+def test_the_model_summary_is_off_by_default() -> None:
+    import yaml
+
+    trainer = yaml.safe_load((ROOT / "conf" / "trainer" / "default.yaml").read_text())
+    assert trainer["enable_model_summary"] is False
+    assert trainer["enable_progress_bar"] is True
+
+
+def test_the_reports_page_released_example_runs_as_typed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/reports.md's example reads the files rsbench ships and writes to ./report, as the page says."""
+    from rsbench.report.__main__ import default_out
+    from rsbench.report.__main__ import main as report
+
+    page = (ROOT / "docs" / "reports.md").read_text()
+    (command,) = re.findall(r"```bash\n(python -m rsbench\.report rsbench/report/released/[^`]+?)\n```", page)
+    words = command.replace("\\\n", " ").split()[3:]
+    expanded = []
+    for word in words:
+        braces = re.fullmatch(r"(.*)\{([^}]+)\}(.*)", word)
+        expanded += [f"{braces[1]}{m}{braces[3]}" for m in braces[2].split(",")] if braces else [word]
+    files = [ROOT / w for w in expanded if w.startswith("rsbench/")]
+    assert len(files) == 3
+    assert all(f.is_file() for f in files)
+    assert default_out(files) == Path("report")
+    assert "`<folder>/report` when one run or sweep folder is given, else `./report`" in page
+    monkeypatch.chdir(tmp_path)
+    options = [w for w in expanded if not w.startswith("rsbench/")]
+    report([*map(str, files), *options, "--no-plots", "--no-published"])
+    printed = capsys.readouterr().out
+    assert "| catrs       | 0.25    | 0.562 [0.554, 0.570]" in printed
+    assert (tmp_path / "report" / "report.md").is_file()
