@@ -125,3 +125,49 @@ def test_the_reports_page_released_example_runs_as_typed(
     printed = capsys.readouterr().out
     assert "| catrs       | 0.25    | 0.562 [0.554, 0.570]" in printed
     assert (tmp_path / "report" / "report.md").is_file()
+
+
+def test_certifying_a_checkpoint_on_another_dataset_warns_and_goes_on(smoke_checkpoint: Path, tmp_path: Path) -> None:
+    """An embedded-MNIST LeNet certified on Fashion-MNIST (same shape, same classes: nothing refuses it) gets a
+    warning naming both datasets; certification still runs (a transfer study is legitimate)."""
+    run = tmp_path / "certified"
+    command = [sys.executable, "-m", "rsbench.certify", f"model.path={smoke_checkpoint}", "dataset=fashion_mnist"]
+    done = subprocess.run(
+        [*command, "certify=smoke", f"hydra.run.dir={run}"],
+        cwd=ROOT,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    output = done.stdout + done.stderr
+    assert "was trained on mnist_embedded, and this run certifies it on fashion_mnist" in output
+    assert (run / "metrics.json").is_file()
+    same = subprocess.run(
+        [*command[:-1], "dataset=mnist_embedded", "certify=smoke", f"hydra.run.dir={tmp_path / 'same'}"],
+        cwd=ROOT,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert same.returncode == 0, same.stderr[-2000:]
+    assert "was trained on" not in same.stdout + same.stderr
+
+
+def test_an_older_checkpoint_s_dataset_is_read_from_its_run_folder(smoke_checkpoint: Path, tmp_path: Path) -> None:
+    """A checkpoint written before signatures recorded the dataset: its run's .hydra/config.yaml says it."""
+    import torch
+
+    from rsbench.checkpoint import trained_on
+
+    state = torch.load(smoke_checkpoint, map_location="cpu", weights_only=True)
+    signature = {k: v for k, v in state["rsbench"].items() if k != "dataset"}
+    folder = tmp_path / "old_run" / "checkpoints"
+    folder.mkdir(parents=True)
+    (folder.parent / ".hydra").mkdir()
+    (folder.parent / ".hydra" / "config.yaml").write_text("dataset:\n  name: mnist_embedded\n")
+    assert trained_on(signature, folder / "best.ckpt") == "mnist_embedded"
+    assert trained_on(signature, tmp_path / "elsewhere.ckpt") is None  # not in a run folder: unknown, no warning
+    assert trained_on({**signature, "dataset": "cifar10"}, folder / "best.ckpt") == "cifar10"
