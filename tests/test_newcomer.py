@@ -171,3 +171,19 @@ def test_an_older_checkpoint_s_dataset_is_read_from_its_run_folder(smoke_checkpo
     assert trained_on(signature, folder / "best.ckpt") == "mnist_embedded"
     assert trained_on(signature, tmp_path / "elsewhere.ckpt") is None  # not in a run folder: unknown, no warning
     assert trained_on({**signature, "dataset": "cifar10"}, folder / "best.ckpt") == "cifar10"
+
+
+def test_a_sweeps_rows_sort_as_numbers(tmp_path: Path) -> None:
+    """A lambda sweep's rows: 5, 10, 20 (they sorted as text: 10, 20, 5)."""
+    import numpy as np
+
+    from rsbench.report.load import find_results
+    from rsbench.report.rows import group_rows
+    from tests.run_folders import make_run, radii_of
+
+    rng = np.random.default_rng(3)
+    for lbd in ("10", "20", "5"):
+        make_run(tmp_path / f"lbd_{lbd}", radii_of(rng), method="macer", overrides=[f"method.lbd={lbd}"])
+    rows, keys, _ = group_rows(find_results([tmp_path]))
+    assert keys == ["method.lbd"]
+    assert [dict(row.settings)["method.lbd"] for row in rows] == ["5", "10", "20"]
