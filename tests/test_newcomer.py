@@ -187,3 +187,25 @@ def test_a_sweeps_rows_sort_as_numbers(tmp_path: Path) -> None:
     rows, keys, _ = group_rows(find_results([tmp_path]))
     assert keys == ["method.lbd"]
     assert [dict(row.settings)["method.lbd"] for row in rows] == ["5", "10", "20"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "skip"),
+    [
+        ((), 5),  # the default run: certify=quick's every 5th image
+        (("certify=sequential",), 5),  # kept (it was the whole test split)
+        (("certify=sequential", "certify.skip=2"), 2),  # told otherwise
+        (("certify=sequential", "dataset=imagenet"), 100),
+        (("certify=sequential", "dataset=fashion_mnist"), 1),
+    ],
+)
+def test_sequential_keeps_the_datasets_certification_subset(overrides: tuple[str, ...], skip: int) -> None:
+    from hydra import compose, initialize_config_dir
+
+    from rsbench.runs.cli import config_dir
+
+    with initialize_config_dir(str(config_dir()), version_base="1.3"):
+        cfg = compose("config", overrides=list(overrides))
+    assert cfg.certify.skip == skip
+    assert cfg.certify.mode == ("sequential" if overrides else "standard")
+    assert cfg.certify.n == (100_000 if overrides else 10_000)
