@@ -71,6 +71,21 @@ def make_signature(
     return {**net.signature(), "sigma": sigma, "method": method, **trained_with, **data}  # type: ignore[operator]
 
 
+def refuse_as_plain_weights(loaded: Any, source: str) -> None:
+    """Refuse an rsbench checkpoint given where a plain state dict was asked for (``model.weights`` of ``model=timm``
+    or ``model=module``), naming the option that reads it.
+
+    Raises:
+        ConfigError: ``loaded`` carries rsbench's signature.
+    """
+    if isinstance(loaded, Mapping) and isinstance(loaded.get(SIGNATURE_KEY), Mapping):
+        raise ConfigError(
+            f"{source} is an rsbench checkpoint (it carries rsbench's signature: architecture, input layer, sigma), "
+            f"not a state dict of this network: did you mean model=checkpoint model.path={source}? (it rebuilds the "
+            "network from the signature)"
+        )
+
+
 def trained_on(signature: Mapping[str, Any], path: str | Path) -> str | None:
     """The dataset the checkpoint at ``path`` was trained on, where it is recorded; ``None`` where it is not.
 

@@ -209,3 +209,37 @@ def test_sequential_keeps_the_datasets_certification_subset(overrides: tuple[str
     assert cfg.certify.skip == skip
     assert cfg.certify.mode == ("sequential" if overrides else "standard")
     assert cfg.certify.n == (100_000 if overrides else 10_000)
+
+
+@pytest.mark.parametrize(
+    ("module", "arguments", "meant"),
+    [
+        ("rsbench", ("certfy.n=100",), "did you mean certify.n?"),
+        (
+            "rsbench.certify",
+            ("model.path=experiments/fashion_mnist_dual_rs/models/gaussian_sigma0.25.ckpt", "model.sigma=0.5"),
+            "did you mean certify.sigma?",
+        ),
+    ],
+)
+def test_a_refused_key_names_the_one_meant(module: str, arguments: tuple[str, ...], meant: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", module, *arguments], cwd=ROOT, env=environment(), capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("rsbench: error: ")
+    assert meant in done.stderr, done.stderr
+
+
+def test_an_rsbench_checkpoint_given_as_plain_weights_is_sent_to_model_checkpoint() -> None:
+    import torch
+
+    from rsbench.errors import ConfigError
+    from rsbench.models import builders, pretrained
+
+    path = "experiments/fashion_mnist_dual_rs/models/gaussian_sigma0.25.ckpt"
+    loaded = torch.load(ROOT / path, map_location="cpu", weights_only=True)
+    for reader in (builders._state_dict, pretrained._state_dict):  # model=module / torchvision, and model=timm / hf
+        with pytest.raises(ConfigError, match=f"did you mean model=checkpoint model.path={path}"):
+            reader(loaded, None, path)
+        assert set(reader(loaded, "state_dict", path)) == set(loaded["state_dict"])  # naming the entry still works
