@@ -72,8 +72,9 @@ def make_signature(
 
 
 def refuse_as_plain_weights(loaded: Any, source: str) -> None:
-    """Refuse an rsbench checkpoint given where a plain state dict was asked for (``model.weights`` of ``model=timm``
-    or ``model=module``), naming the option that reads it.
+    """Refuse an rsbench checkpoint given where a plain state dict was asked for, naming the option that reads it.
+
+    Plain state dicts are asked for by ``model.weights`` of ``model=timm``, ``model=module``, ``model=torchvision``.
 
     Raises:
         ConfigError: ``loaded`` carries rsbench's signature.
