@@ -243,3 +243,19 @@ def test_an_rsbench_checkpoint_given_as_plain_weights_is_sent_to_model_checkpoin
         with pytest.raises(ConfigError, match=f"did you mean model=checkpoint model.path={path}"):
             reader(loaded, None, path)
         assert set(reader(loaded, "state_dict", path)) == set(loaded["state_dict"])  # naming the entry still works
+
+
+def test_progress_to_a_file_says_something_within_seconds(caplog: pytest.LogCaptureFixture) -> None:
+    """Written to a file, the certification progress logged nothing for its first 30 s: now a line at the start and
+    one at the first image (with its pace), then every interval."""
+    from rsbench.certify.progress import ProgressLines
+
+    with caplog.at_level(logging.INFO, logger="rsbench"):
+        counter = ProgressLines(10, 0, "certifying (certify)", "images", interval=3600.0)
+        counter.update(1)
+        counter.update(1)  # within the interval: no line
+        lines = [r.getMessage() for r in caplog.records]
+    assert lines[0] == "certifying (certify): 0 of 10 images"
+    assert lines[1].startswith("certifying (certify): 1 of 10 images (")
+    assert "left)" in lines[1]
+    assert len(lines) == 2
