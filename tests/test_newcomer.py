@@ -259,3 +259,12 @@ def test_progress_to_a_file_says_something_within_seconds(caplog: pytest.LogCapt
     assert lines[1].startswith("certifying (certify): 1 of 10 images (")
     assert "left)" in lines[1]
     assert len(lines) == 2
+
+
+def test_the_readme_says_what_to_do_when_pytorchs_cpu_index_is_out_of_reach() -> None:
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "Where PyTorch's index cannot be reached" in readme
+    assert "`make install` still works, from the pins in `setup.cfg`" in readme
+    makefile = (ROOT / "Makefile").read_text()
+    assert "install: ##" in makefile
+    assert "install-cpu: ##" in makefile
