@@ -226,7 +226,7 @@ def _key_paths(node: Any, prefix: str = "", depth: int = 3) -> list[str]:
         return []
     paths = []
     for key in node:
-        path = f"{prefix}{key}"
+        path = f"{prefix}{key!s}"
         paths.append(path)
         try:
             child = node._get_node(key)  # the node itself, not its (possibly unresolvable) value
