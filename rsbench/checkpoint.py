@@ -57,14 +57,63 @@ _HINTS = {
 }
 
 
-def make_signature(net: nn.Module, sigma: float, method: str, noise: str = "gaussian") -> dict[str, Any]:
+def make_signature(
+    net: nn.Module, sigma: float, method: str, noise: str = "gaussian", dataset: str | None = None
+) -> dict[str, Any]:
     """The signature stored with ``net``'s weights: its own (:meth:`Classifier.signature`), the sigma, the method.
 
     A network trained with another noise than Gaussian adds ``noise``; a signature without it is Gaussian (every
-    checkpoint written before other noises existed).
+    checkpoint written before other noises existed). ``dataset``, when known, is the dataset it was trained on
+    (:func:`trained_on` reads it; it is not compared when loading).
     """
     trained_with = {} if noise == "gaussian" else {"noise": noise}
-    return {**net.signature(), "sigma": sigma, "method": method, **trained_with}  # type: ignore[operator]
+    data = {} if dataset is None else {"dataset": dataset}
+    return {**net.signature(), "sigma": sigma, "method": method, **trained_with, **data}  # type: ignore[operator]
+
+
+def refuse_as_plain_weights(loaded: Any, source: str) -> None:
+    """Refuse an rsbench checkpoint given where a plain state dict was asked for, naming the option that reads it.
+
+    Plain state dicts are asked for by ``model.weights`` of ``model=timm``, ``model=module``, ``model=torchvision``.
+
+    Raises:
+        ConfigError: ``loaded`` carries rsbench's signature.
+    """
+    if isinstance(loaded, Mapping) and isinstance(loaded.get(SIGNATURE_KEY), Mapping):
+        raise ConfigError(
+            f"{source} is an rsbench checkpoint (it carries rsbench's signature: architecture, input layer, sigma), "
+            f"not a state dict of this network: did you mean model=checkpoint model.path={source}? (it rebuilds the "
+            "network from the signature)"
+        )
+
+
+def trained_on(signature: Mapping[str, Any], path: str | Path) -> str | None:
+    """The dataset the checkpoint at ``path`` was trained on, where it is recorded; ``None`` where it is not.
+
+    The signature's ``dataset`` (checkpoints rsbench trains record it), else, for a checkpoint in a run's
+    ``checkpoints/`` folder, the run's ``.hydra/config.yaml`` (``dataset.name``) or ``metrics.json`` (``dataset``).
+    """
+    if signature.get("dataset"):
+        return str(signature["dataset"])
+    folder = Path(path).expanduser().parent
+    if folder.name != "checkpoints":
+        return None
+    import json
+
+    import yaml
+
+    try:
+        config = yaml.safe_load((folder.parent / ".hydra" / "config.yaml").read_text())
+        name = ((config or {}).get("dataset") or {}).get("name")
+        if isinstance(name, str) and "${" not in name:
+            return name
+    except (OSError, yaml.YAMLError, AttributeError):
+        pass
+    try:
+        name = json.loads((folder.parent / "metrics.json").read_text()).get("dataset")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return str(name) if isinstance(name, str) else None
 
 
 def check_signature(saved: Mapping[str, Any], expected: Mapping[str, Any], source: str = "checkpoint") -> None:

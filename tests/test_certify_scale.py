@@ -292,7 +292,7 @@ def test_sequential_mode_end_to_end(smoke_checkpoint: Path, tmp_path: Path) -> N
 
 def test_sequential_default_design_end_to_end(smoke_checkpoint: Path, tmp_path: Path) -> None:
     """certify=sequential runs the informed design; metrics and protocol record it; the default cap is reachable."""
-    # (the certify=sequential preset certifies the whole test split; 8 images are enough here)
+    # (the certify=sequential preset keeps the dataset's subset, every 5th image; 8 of them are enough here)
     certify_checkpoint(smoke_checkpoint, tmp_path, "certify=sequential", "certify.n=2000", "certify.max_images=8")
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     protocol = json.loads((tmp_path / "certify_protocol.json").read_text())

@@ -41,7 +41,7 @@ def test_runs_that_differ_only_in_seed_are_one_row_with_mean_sd_and_count(tmp_pa
         )
     make_run(tmp_path / "sweep" / "lbd10", radii_of(rng), method="consistency", overrides=["method.lbd=10"])
     frame = run_report(tmp_path, str(tmp_path / "sweep"), str(tmp_path / "sweep" / "lbd10"))  # lbd10 read once
-    assert list(frame["method.lbd"]) == [10, 5]  # the overridden key is a column
+    assert list(frame["method.lbd"]) == [5, 10]  # the overridden key is a column, its rows in numeric order
     lbd5 = frame[frame["method.lbd"] == 5].iloc[0]
     assert lbd5["seeds"] == 3
     assert lbd5["seed_list"] == "0 1 2"

@@ -70,6 +70,7 @@ def test_checkpoint_records_signature(smoke_run: Path) -> None:
         "input_layer": {"kind": "identity", "mean": [], "std": []},
         "sigma": 0.25,
         "method": "gaussian",
+        "dataset": "mnist_embedded",  # what rsbench.certify warns about when asked to certify another dataset
     }
 
 

@@ -47,18 +47,24 @@ def duration(seconds: float) -> str:
 
 
 class ProgressLines:
-    """A tqdm-like counter that logs a line every ``interval`` seconds and when it is closed."""
+    """A tqdm-like counter that logs progress lines: at the start, at the first count, each ``interval``, at the end.
+
+    The first count's line gives the pace and the time left within seconds of the start, not after ``interval``.
+    """
 
     def __init__(self, total: int, initial: int, desc: str, unit: str, interval: float) -> None:
         self.total, self.n, self.desc, self.unit, self.interval = total, initial, desc, unit, interval
         self._start_n = initial
         self._started = self._last = time.monotonic()
+        if initial < total:
+            log.info("%s", self.line(self._started))
 
     def update(self, count: int = 1) -> None:
-        """Count ``count`` more; log a line when the interval has passed."""
+        """Count ``count`` more; log a line at the first count and when the interval has passed."""
+        first = self.n == self._start_n
         self.n += count
         now = time.monotonic()
-        if now - self._last >= self.interval and self.n < self.total:
+        if (first or now - self._last >= self.interval) and self.n < self.total:
             self._last = now
             log.info("%s", self.line(now))
 

@@ -11,6 +11,8 @@ Keys (Hydra-style ``key=value``; lists as ``[a,b]``):
 
     dataset       cifar10, imagenet, mnist, fashion_mnist (or a dataset of your runs); default: all of them
     runs          run or sweep folders, metrics.json files or certify TSVs to join the boards
+    sigma         the noise level of certify TSVs whose path names none (noise_0.25, sigma_0.5); a TSV whose path
+                  names no dataset takes the one dataset= names
     clones        clones of repositories whose logs rsbench does not ship (locuslab/smoothing, eth-sri/acr-weakness):
                   their logs are read by path, SHA-256 checked, and paired
     radii         certified accuracy at these radii (default: the dataset's standard ones)
@@ -36,7 +38,19 @@ import yaml
 
 DATASETS = ("cifar10", "imagenet", "mnist", "fashion_mnist", "mnist_embedded", "cifar100", "svhn")
 CI_METHODS = ("beta", "wilson", "agresti_coull", "jeffreys", "normal")
-KEYS = ("dataset", "runs", "clones", "radii", "out", "pages", "confidence", "ci_method", "acr_interval", "plot")
+KEYS = (
+    "dataset",
+    "runs",
+    "sigma",
+    "clones",
+    "radii",
+    "out",
+    "pages",
+    "confidence",
+    "ci_method",
+    "acr_interval",
+    "plot",
+)
 
 
 class UsageError(Exception):
@@ -49,6 +63,7 @@ class Arguments:
 
     datasets: list[str] | None = None
     runs: list[Path] = field(default_factory=list)
+    sigma: float | None = None
     clones: list[Path] = field(default_factory=list)
     radii: list[float] | None = None
     out: Path | None = None
@@ -110,6 +125,11 @@ def parse(argv: list[str]) -> Arguments:
         raise UsageError(
             "pages= writes the published pages of every dataset alone; use out= with runs, dataset, clones"
         )
+    if "sigma" in values:
+        sigma = _scalar(values["sigma"])
+        if not isinstance(sigma, float) or not sigma > 0:
+            raise UsageError(f"sigma={values['sigma']} must be a noise level > 0, e.g. sigma=0.25")
+        args.sigma = sigma
     if "confidence" in values:
         confidence = _scalar(values["confidence"])
         if not isinstance(confidence, float) or not 0 < confidence < 1:
@@ -185,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
             confidence=args.confidence,
             ci_method=args.ci_method,
             acr_interval=args.acr_interval,  # type: ignore[arg-type]
+            sigma=args.sigma,
         )
     except RsbenchError as error:
         print(f"rsbench: error: {error}", file=sys.stderr)

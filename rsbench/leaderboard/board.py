@@ -14,7 +14,11 @@ For each entry (:mod:`rsbench.leaderboard.entries`):
   entry is paired with the best entry of its sigma (the highest ACR among the published entries with per-image
   records trained on the dataset's own training set) and with a Gaussian entry of its sigma and architecture (same
   source first); every user run with every published entry whose images it shares.
-- The envelope: at each radius the best certified accuracy of any entry (any sigma), and which entry it is.
+- The order of a sigma's table (:func:`paired_order`): best ACR first, except that an entry certified on a strict
+  subset of another's images is placed by the paired comparison on those images (below the last entry that has at
+  least its ACR there), so a 500-image run never ranks above an entry that matches it on its own images.
+- The envelope: at each radius the best certified accuracy of any entry (any sigma) that can certify that radius
+  (its protocol's cap, :func:`rsbench.certify.caps.fixed_n_cap`), which entry it is and which entries tie with it.
 - The Pareto front over the radii: the entries no other entry matches or beats at every radius of the board and beats
   at one (Sun et al. 2025: one ACR hides the trade-off between radii). Point estimates; entries certified on
   different images are compared as published, which the intervals qualify.
@@ -35,7 +39,7 @@ from rsbench.leaderboard.entries import Entry
 from rsbench.report.paired import paired_table
 from rsbench.report.rows import Row
 from rsbench.report.stats import Estimate, MeanInterval, proportion_interval
-from rsbench.report.tables import radius_column
+from rsbench.report.tables import radius_column, sigma_text
 
 STANDARD_RADII = {
     "cifar10": tuple(k / 4 for k in range(11)),  # 0 to 2.5: CAT-RS Table 1, SmoothMix Table 1
@@ -87,6 +91,7 @@ class Board:
     envelope: pd.DataFrame = field(default_factory=pd.DataFrame)
     pareto: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    _positions: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def sigmas(self) -> list[float]:
@@ -94,9 +99,47 @@ class Board:
         return sorted({e.sigma for e in self.entries})
 
     def ranked(self, sigma: float) -> list[Entry]:
-        """The entries certified at ``sigma``, best ACR first."""
+        """The entries certified at ``sigma`` in the order of their table (:func:`paired_order`)."""
         members = [e for e in self.entries if math.isclose(e.sigma, sigma)]
-        return sorted(members, key=lambda e: -self.numbers[e.name].acr.value)
+        return paired_order(members, self.numbers)
+
+    def position(self, name: str) -> str:
+        """Where an entry's row is: ``σ = 0.25 #3`` (its sigma's table and rank there)."""
+        if not self._positions:
+            for sigma in self.sigmas:
+                for rank, entry in enumerate(self.ranked(sigma), start=1):
+                    self._positions[entry.name] = f"σ = {sigma_text(sigma)} #{rank}"
+        return self._positions[name]
+
+
+TIE = 1e-9  # certified accuracies are ratios of counts (steps of 1/images >= 1e-4): equal within this are a tie
+
+
+def paired_order(entries: Sequence[Entry], numbers: dict[str, Numbers]) -> list[Entry]:
+    """``entries`` best ACR first, an entry on a strict subset of another's images placed by the paired comparison.
+
+    Such an entry (a 500-image run beside 10,000-image releases) goes right below the last entry that ranks above it:
+    an entry whose images hold its own and whose ACR on them is at least its own (the paired comparison, the images'
+    difficulty cancelled), or any other entry with at least its ACR. Entries on the same images keep their ACR order,
+    which is their paired comparison; entries on images neither holds are compared as published.
+    """
+    order = sorted(entries, key=lambda e: -numbers[e.name].acr.value)
+    nested = [
+        e for e in order if e.row is not None and any(o.row is not None and e.index_set < o.index_set for o in order)
+    ]
+    for entry in sorted(nested, key=lambda e: -len(e.index_set)):
+        order.remove(entry)
+        above = [i for i, other in enumerate(order) if _ranks_above(other, entry, numbers)]
+        order.insert(above[-1] + 1 if above else 0, entry)
+    return order
+
+
+def _ranks_above(other: Entry, entry: Entry, numbers: dict[str, Numbers]) -> bool:
+    """Whether ``other`` goes above ``entry``: on ``entry``'s images when ``other`` holds them, else by ACR."""
+    if other.row is not None and entry.row is not None and entry.index_set < other.index_set:
+        theirs = float(np.mean(_restricted(other.row, entry.row.images).scores))
+        return theirs >= float(np.mean(entry.row.scores)) - TIE
+    return numbers[other.name].acr.value >= numbers[entry.name].acr.value
 
 
 def numbers(entry: Entry, settings: Settings) -> Numbers:
@@ -215,14 +258,22 @@ def _gaussian_for(entry: Entry, published: Sequence[Entry]) -> Entry | None:
 
 
 def envelope(board: Board) -> pd.DataFrame:
-    """Per radius: the best certified accuracy over the board's entries, with its interval, entry and sigma."""
+    """Per radius: the best certified accuracy over the entries that can certify it, its interval, entry and ties.
+
+    An entry takes part at the radii up to its protocol's cap (beyond it its accuracy is 0 by construction, not a
+    result); a radius no entry can certify has no line. Entries within :data:`TIE` of the best tie with it: the one
+    with the most images (the narrowest interval), then the highest ACR, is named, the others are in ``tied``.
+    """
     lines = []
     for r in board.settings.radii:
-        known = [(e, board.numbers[e.name].accuracy[r]) for e in board.entries]
+        known = [(e, board.numbers[e.name].accuracy[r]) for e in board.entries if r <= e.cap * (1 + 1e-9)]
         known = [(e, a) for e, a in known if not math.isnan(a.value)]
         if not known:
             continue
-        best, estimate = max(known, key=lambda pair: pair[1].value)
+        top = max(a.value for _, a in known)
+        tied = [(e, a) for e, a in known if a.value >= top - TIE]
+        tied.sort(key=lambda pair: (-pair[0].images, -board.numbers[pair[0].name].acr.value))
+        best, estimate = tied[0]
         lines.append(
             {
                 "radius": r,
@@ -232,6 +283,9 @@ def envelope(board: Board) -> pd.DataFrame:
                 "entry": best.name,
                 "sigma": best.sigma,
                 "kind": best.kind,
+                "row": board.position(best.name),
+                "tied": "; ".join(e.name for e, _ in tied[1:]),
+                "tied_rows": "; ".join(board.position(e.name) for e, _ in tied[1:]),
             }
         )
     return pd.DataFrame(lines)

@@ -168,8 +168,7 @@ def published_entries(
         unread += 0 if readable else len(logs)
         copied = [c for log in logs for c in copies.get(f"{log.repository}:{log.path}", [])]
         note = f"also released as {'; '.join(f'{c.repository}:{c.path}' for c in copied)}" if copied else ""
-        if first.alpha_note:
-            note = "; ".join(filter(None, [note, first.alpha_note]))
+        note = "; ".join(filter(None, [note, first.alpha_note, *_card_notes(cards, [*logs, *copied])]))
         entries.append(
             Entry(
                 name="",
@@ -198,6 +197,7 @@ def published_entries(
                 note=note,
             )
         )
+    notes += _unreleased(cards, dataset, sources)
     if unread:
         names = sorted({f"{log.repository}" for group in groups.values() for log in group if not log.located(clones)})
         notes.append(
@@ -208,16 +208,44 @@ def published_entries(
     return _named(entries), notes
 
 
-def run_entries(paths: Iterable[Path]) -> list[Entry]:
-    """The user's runs (run or sweep folders, metrics.json files or certify TSVs), one entry per setting."""
+def _card_notes(cards: dict[str, dict[str, Any]], logs: Sequence[ReleasedLog]) -> list[str]:
+    """What the logs' cards say about where these logs come from (``log_notes`` in ``sources.yaml``), once each."""
+    found = [str(cards[log.source].get("log_notes", {}).get(log.path, "")) for log in logs]
+    return list(dict.fromkeys(note for note in found if note))
+
+
+def _unreleased(cards: dict[str, dict[str, Any]], dataset: str, sources: Sequence[str] | None) -> list[str]:
+    """The rows of the sources' papers on ``dataset`` that no released log backs (``unreleased`` in the cards)."""
+    return [
+        f"no released log ({cards[name]['short']}, σ={float(row['sigma']):g}): {row['note']}"
+        for name in cards
+        if sources is None or name in sources
+        for row in cards[name].get("unreleased", [])
+        if row["dataset"] == dataset
+    ]
+
+
+def run_entries(paths: Iterable[Path], sigma: float | None = None, dataset: str | None = None) -> list[Entry]:
+    """The user's runs (run or sweep folders, metrics.json files or certify TSVs), one entry per setting.
+
+    A certify TSV carries no metadata: its sigma and dataset come from its path (``noise_0.25``, ``sigma_0.5``, a
+    folder named after the dataset) or from ``sigma`` and ``dataset``.
+
+    Raises:
+        ReportError: a TSV whose path names no sigma (or no dataset) and none was given; the message says which key
+            to pass.
+    """
     from rsbench.report.load import find_results
 
-    results = find_results(list(paths))
+    paths = list(paths)
+    for path in paths:
+        _check_tsv_path(path, sigma, dataset)
+    results = find_results(paths, sigma=sigma, dataset=dataset)
     rows, _, _ = group_rows(results)
     entries = []
     for row in rows:
         first = row.first
-        settings = " ".join(f"{k}={v}" for k, v in row.stated_settings)
+        settings = " ".join(f"{k}={v}" for k, v in _run_settings(row))
         label = f"{METHODS.get(first.method, first.method)}{' ' + first.variant if first.variant else ''}"
         label += f" ({settings})" if settings else ""
         source = ", ".join(sorted({_run_name(r) for r in row.results}))
@@ -252,15 +280,67 @@ def run_entries(paths: Iterable[Path]) -> list[Entry]:
     return _named(entries)
 
 
+_UNSET = object()
+
+
+def _run_settings(row: Row) -> list[tuple[str, str]]:
+    """The settings that set a row apart, as the run has them.
+
+    A key the run did not override reads ``?`` in the row; the run's own config says what it was (``null`` for a key
+    left at null, as one would type it to rerun: ``certify.max_images=null``); a key the run has no value for at all
+    (a TSV) is left out rather than shown as ``?``.
+    """
+    from omegaconf import OmegaConf
+
+    shown = []
+    for key, value in row.stated_settings:
+        if value == "?":
+            config = row.first.config
+            try:
+                found = OmegaConf.select(config, key, default=_UNSET) if config is not None else _UNSET
+            except Exception:  # an interpolation only a live Hydra run resolves
+                found = _UNSET
+            if found is not None:
+                continue
+            value = "null"
+        shown.append((key, value))
+    return shown
+
+
+def _check_tsv_path(path: Path, sigma: float | None, dataset: str | None) -> None:
+    """Refuse a certify TSV whose sigma or dataset is neither in its path nor given, naming the key to pass."""
+    from rsbench.report.load import DATASETS, ReportError, _sigma_from_path
+
+    if not path.is_file() or path.name == "metrics.json":
+        return
+    if sigma is None and _sigma_from_path(path) is None:
+        raise ReportError(
+            f"runs: {path} is a certify TSV whose path names no sigma (noise_0.25, sigma_0.5, sigma=1.0); "
+            "pass sigma=<s>"
+        )
+    if dataset is None and not any(d in [p.lower() for p in path.parts] for d in DATASETS):
+        raise ReportError(
+            f"runs: {path} is a certify TSV whose path names no dataset (a folder {', '.join(DATASETS)}); "
+            "pass dataset=<name> (one dataset)"
+        )
+
+
 def _named(entries: list[Entry]) -> list[Entry]:
-    """The entries with unique names: label, source and sigma, and the architecture or a number where needed."""
+    """The entries with unique names: label, source and sigma, then the architecture, the training data, a number.
+
+    The architecture is named when it is not the dataset's usual one, the training data when two entries would
+    otherwise share a name (Salman et al.'s self-trained models with and without ImageNet32 pre-training), and a
+    number (``#2``) only when nothing else tells them apart.
+    """
     from dataclasses import replace
 
-    def base(entry: Entry) -> str:
+    def base(entry: Entry, training: bool) -> str:
         arch = f", {entry.arch}" if entry.arch != DEFAULT_ARCHS.get(entry.dataset, entry.arch) else ""
-        return f"{entry.label} [{entry.source_text}{arch}, σ={entry.sigma:g}]"
+        data = f", {entry.training}" if training and entry.training else ""
+        return f"{entry.label} [{entry.source_text}{arch}{data}, σ={entry.sigma:g}]"
 
-    names = [base(e) for e in entries]
+    plain = [base(e, False) for e in entries]
+    names = [base(e, plain.count(name) > 1) for e, name in zip(entries, plain, strict=True)]
     counts: dict[str, int] = {}
     named = []
     for entry, name in zip(entries, names, strict=True):

@@ -32,6 +32,7 @@ def make_boards(
     confidence: float = 0.95,
     ci_method: str = "beta",
     acr_interval: MeanInterval = "t",
+    sigma: float | None = None,
 ) -> list[Board]:
     """One board per dataset and threat model: the published entries and the runs of that dataset.
 
@@ -43,8 +44,11 @@ def make_boards(
         confidence: the coverage of every interval.
         ci_method: the binomial interval of certified accuracy (statsmodels; ``beta``: Clopper-Pearson).
         acr_interval: the interval of ACR over the images, ``t`` or ``bootstrap`` (``rsbench.report.stats``).
+        sigma: the noise level of certify TSVs in ``runs`` whose path names none (their dataset, when their path
+            names none, is the one dataset of ``datasets``).
     """
-    mine = run_entries([Path(p) for p in runs]) if runs else []
+    tsv_dataset = datasets[0] if datasets and len(datasets) == 1 else None
+    mine = run_entries([Path(p) for p in runs], sigma, tsv_dataset) if runs else []
     wanted = list(datasets) if datasets else list(PUBLISHED) + sorted({e.dataset for e in mine} - set(PUBLISHED))
     for entry in mine:
         if entry.dataset not in wanted:

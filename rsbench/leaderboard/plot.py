@@ -2,13 +2,16 @@
 
 The published entries that are best at some radius of the table (the envelope's) are coloured and named in the
 legend with their ACR, the other entries of the Pareto front dark grey, the rest light grey; the user's runs are thick
-dashed curves; the envelope (the best accuracy of any entry at each radius) is dotted black. The legend sits below the
-axes, so it never covers a curve. Curves of entries with per-image records are drawn on a fine grid, the others on the
-1/16 grid of their counts.
+dashed curves; the envelope (the best accuracy of any entry at each radius) is dotted black. Each curve ends at the
+largest radius its entry's protocol can certify. The legend sits below the axes, so it never covers a curve, and its
+labels are wrapped to the axes' width, so a long one never widens the figure and squeezes the plot. Curves of entries
+with per-image records are drawn on a fine grid, the others on the 1/16 grid of their counts.
 """
 
 from __future__ import annotations
 
+import math
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -21,10 +24,12 @@ from rsbench.leaderboard.board import Board
 from rsbench.leaderboard.entries import Entry
 
 POINTS = 400
+LABEL_WIDTH = 120  # characters per legend line: at 6.5 pt about 5.5 inches, inside the 9-inch figure
 
 
 def curve(entry: Entry, top: float) -> tuple[np.ndarray, np.ndarray]:
-    """Radii from 0 to ``top`` and the entry's certified accuracy (mean over runs) at each."""
+    """Radii from 0 to ``top`` (or the entry's cap, if lower) and the entry's certified accuracy (mean over runs)."""
+    top = min(top, entry.cap) if not math.isinf(entry.cap) else top
     if entry.row is not None:
         grid = np.linspace(0.0, top, POINTS)
         return grid, np.array([float(np.mean(entry.row.certified(r))) for r in grid])
@@ -32,6 +37,11 @@ def curve(entry: Entry, top: float) -> tuple[np.ndarray, np.ndarray]:
     radii = np.array([r for r, _ in first.counts if r <= top])
     values = np.mean([[c / s.images for r, c in s.counts if r <= top] for s in entry.summaries], axis=0)
     return radii, values
+
+
+def _wrapped(label: str) -> str:
+    """A legend label broken into lines of at most :data:`LABEL_WIDTH` characters."""
+    return "\n".join(textwrap.wrap(label, LABEL_WIDTH, break_long_words=True)) or label
 
 
 def plot_board(board: Board, path: Path) -> Path:
@@ -48,11 +58,11 @@ def plot_board(board: Board, path: Path) -> Path:
     for i, entry in enumerate(sorted(highlighted, key=lambda e: e.sigma)):
         grid, values = curve(entry, top)
         acr = board.numbers[entry.name].acr.value
-        ax.plot(grid, values, color=colours(i % 10), lw=1.4, zorder=2, label=f"{entry.name}, ACR {acr:.3f}")
+        ax.plot(grid, values, color=colours(i % 10), lw=1.4, zorder=2, label=_wrapped(f"{entry.name}, ACR {acr:.3f}"))
     for entry in (e for e in board.entries if e.kind == "run"):
         grid, values = curve(entry, top)
         acr = board.numbers[entry.name].acr.value
-        ax.plot(grid, values, lw=2.4, ls="--", zorder=3, label=f"{entry.name} (run), ACR {acr:.3f}")
+        ax.plot(grid, values, lw=2.4, ls="--", zorder=3, label=_wrapped(f"{entry.name} (run), ACR {acr:.3f}"))
     fine = np.linspace(0.0, top, POINTS)
     envelope = np.max([np.interp(fine, *curve(e, top), right=0.0) for e in board.entries], axis=0)
     ax.plot(fine, envelope, color="black", lw=1.0, ls=":", zorder=4, label="envelope (best of any entry)")

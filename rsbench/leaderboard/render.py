@@ -69,7 +69,9 @@ def frame(board: Board) -> pd.DataFrame:
         for prefix, pairs in (("vs_leader", board.versus_leader), ("vs_gaussian", board.versus_gaussian)):
             compared = pairs.get(entry.name, {})
             line[f"{prefix}"] = compared.get("against", "")
-            for key in ("images", "d_acr", "d_acr_low", "d_acr_high", "p_acr"):
+            keys = ["images", "d_acr", "d_acr_low", "d_acr_high", "p_acr"]
+            keys += [f"{d}_{column(r)}" for r in board.settings.radii for d in ("d", "p")]
+            for key in keys:
                 line[f"{prefix}_{key}"] = compared.get(key, math.nan)
         line |= {
             "pareto": entry.name in board.pareto,
@@ -100,7 +102,9 @@ def sections(board: Board) -> list[Section]:
             f"images]; r = ...: certified accuracy (%) at that radius [{level} Clopper-Pearson interval] ('-': "
             "beyond the largest radius the entry's protocol can certify, sigma * Phi^-1(alpha^(1/n)); radii beyond "
             "every entry's are left out); with several runs the mean ± the sd over runs, the interval being that of "
-            "one run with the mean count. "
+            "one run with the mean count. Order: best ACR first, except that an entry certified on a subset of "
+            "another's images goes below the last entry with at least its ACR on its images (the paired comparison); "
+            "entries on images neither holds are ordered as published. "
             + (
                 f"ΔACR vs best: paired on the images both certified against {leader} (the best published entry of "
                 f"this σ with per-image records trained on the dataset's own training set), with its {level} paired t "
@@ -124,35 +128,18 @@ def sections(board: Board) -> list[Section]:
                 numbers_frame[numbers_frame["entry"].isin(names)],
             )
         )
+        paired = _paired_section(board, sigma, ranked, [c for c in shown.columns if c.startswith("r=")])
+        if paired is not None:
+            out.append(paired)
     if not board.envelope.empty:
-        env = board.envelope
-        shown = pd.DataFrame(
-            {
-                "radius": [f"{r:g}" for r in env["radius"]],
-                "best certified accuracy (%)": [
-                    f"{100 * a:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
-                    for a, lo, hi in zip(env["accuracy"], env["low"], env["high"], strict=True)
-                ],
-                "entry": list(env["entry"]),
-            }
-        )
-        out.append(
-            Section(
-                "envelope",
-                "Best certified accuracy per radius (the envelope)",
-                shown,
-                f"At each radius the highest certified accuracy of any entry of any σ, with its {level} "
-                "Clopper-Pearson interval. Entries certified on different images (all test images, every 20th, every "
-                "100th) are compared as published.",
-                env,
-            )
-        )
+        out.append(_envelope_section(board, level))
     if board.pareto:
         front = [e for e in board.entries if e.name in board.pareto]
         front.sort(key=lambda e: (e.sigma, -board.numbers[e.name].acr.value))
         shown = pd.DataFrame(
             {
                 "entry": [e.name for e in front],
+                "row": [board.position(e.name) for e in front],
                 "ACR": [f"{board.numbers[e.name].acr.value:.3f}" for e in front],
                 **{
                     f"r={r:g}": [
@@ -192,6 +179,77 @@ def sections(board: Board) -> list[Section]:
             )
         )
     return out
+
+
+def _paired_section(board: Board, sigma: float, ranked: Sequence[Entry], shown_radii: Sequence[str]) -> Section | None:
+    """Per radius, each entry of ``sigma`` against the best one (the pairs of the ΔACR column): Δ points, McNemar p."""
+    leader = board.leader.get(sigma)
+    lines = []
+    for rank, entry in enumerate(ranked, start=1):
+        compared = board.versus_leader.get(entry.name)
+        if not compared:
+            continue
+        cells = {
+            "#": str(rank),
+            "entry": _entry_cell(entry),
+            "source": entry.source_text,
+            "images": f"{compared['images']:,}",
+        }
+        cells["ΔACR (p)"] = f"{compared['d_acr']:+.3f} ({p_text(compared['p_acr'])})"
+        for name in shown_radii:
+            r = float(name.removeprefix("r="))
+            key = f"d_{column(r)}"
+            beyond = r > min(entry.cap, _cap_of(board, str(compared["against"]))) * (1 + 1e-9)
+            value = compared.get(key, math.nan)
+            cells[f"Δ {name} (p)"] = (
+                "-" if beyond or pd.isna(value) else f"{100 * value:+.1f} ({p_text(compared[f'p_{column(r)}'])})"
+            )
+        lines.append(cells)
+    if not lines or leader is None:
+        return None
+    caption = (
+        f"Each entry of σ = {sigma_text(sigma)} minus {leader} ('best' in the table above), on the images both "
+        "certified: ΔACR with its paired t p, and per radius the difference of certified accuracy in points with "
+        "McNemar's exact p (paired t over the images of the run-averaged indicators when an entry has several runs); "
+        "'-': beyond the radius either protocol can certify. The same pairs against a Gaussian entry of the σ and "
+        "architecture are in the CSV (vs_gaussian_*)."
+    )
+    numbers = pd.DataFrame(
+        [{"entry": e.name, **board.versus_leader[e.name]} for e in ranked if e.name in board.versus_leader]
+    )
+    title = f"σ = {sigma_text(sigma)}: paired with the best, per radius"
+    return Section(f"sigma_{sigma:g}_paired", title, pd.DataFrame(lines), caption, numbers)
+
+
+def _cap_of(board: Board, name: str) -> float:
+    return next(e.cap for e in board.entries if e.name == name)
+
+
+def _envelope_section(board: Board, level: str) -> Section:
+    """The envelope: per radius the best entry that can certify it, where its row is, and the entries tied with it."""
+    env = board.envelope
+    entries = [
+        name + (f" (tied with {tied})" if tied else "") for name, tied in zip(env["entry"], env["tied"], strict=True)
+    ]
+    rows = [row + (f"; {tied}" if tied else "") for row, tied in zip(env["row"], env["tied_rows"], strict=True)]
+    shown = pd.DataFrame(
+        {
+            "radius": [f"{r:g}" for r in env["radius"]],
+            "best certified accuracy (%)": [
+                f"{100 * a:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+                for a, lo, hi in zip(env["accuracy"], env["low"], env["high"], strict=True)
+            ],
+            "entry": entries,
+            "row": rows,
+        }
+    )
+    caption = (
+        f"At each radius the highest certified accuracy of any entry of any σ whose protocol can certify that radius, "
+        f"with its {level} Clopper-Pearson interval; row: the entry's line in its σ's table. Entries with the same "
+        "accuracy tie (the one with the most images is named first). Entries certified on different images (all test "
+        "images, every 20th, every 100th) are compared as published."
+    )
+    return Section("envelope", "Best certified accuracy per radius (the envelope)", shown, caption, env)
 
 
 def sources_section(board: Board) -> Section | None:
@@ -268,7 +326,7 @@ def _row(board: Board, rank: int, entry: Entry) -> dict[str, str]:
     runs = entry.runs
     cells: dict[str, str] = {
         "#": str(rank),
-        "entry": f"**{entry.label}** (your run)" if entry.kind == "run" else entry.label + ("" if entry.row else " ‡"),
+        "entry": _entry_cell(entry),
         "source": entry.source_text
         + (f", {entry.arch}" if entry.arch not in ("cifar_resnet110", "resnet50", "lenet") else ""),
         "training": entry.training,
@@ -300,6 +358,11 @@ def _row(board: Board, rank: int, entry: Entry) -> dict[str, str]:
     cells["cost"] = entry.cost.text()
     cells["note"] = "trained at σ=" + f"{entry.trained_sigma:g}" if entry.trained_sigma != entry.sigma else ""
     return cells
+
+
+def _entry_cell(entry: Entry) -> str:
+    """The entry's label as its table shows it: a run in bold, an entry without per-image records marked ‡."""
+    return f"**{entry.label}** (your run)" if entry.kind == "run" else entry.label + ("" if entry.row else " ‡")
 
 
 def _versus(board: Board, line: dict[str, Any]) -> dict[str, str]:

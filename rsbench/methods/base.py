@@ -261,8 +261,14 @@ class SmoothingModule(NoiseMixin, pl.LightningModule):
         return {**self.net.signature(), "sigma": self.sigma, **noise}
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Store the signature (and the method) in the checkpoint (:func:`rsbench.checkpoint.make_signature`)."""
-        checkpoint[SIGNATURE_KEY] = make_signature(self.net, self.sigma, self.method_name, self.noise.name)
+        """Store the signature (the method, and the dataset trained on) (:func:`rsbench.checkpoint.make_signature`)."""
+        try:
+            dataset = getattr(getattr(self.trainer, "datamodule", None), "name", None)
+        except RuntimeError:  # not attached to a Trainer (a checkpoint saved by hand)
+            dataset = None
+        checkpoint[SIGNATURE_KEY] = make_signature(
+            self.net, self.sigma, self.method_name, self.noise.name, dataset if isinstance(dataset, str) else None
+        )
 
     def on_load_checkpoint(self, checkpoint: Mapping[str, Any]) -> None:
         """Refuse a checkpoint made for another architecture, class count, input layer or (by default) sigma.

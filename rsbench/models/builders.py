@@ -30,7 +30,7 @@ from rsbench.archs.denoiser import DenoisedClassifier
 from rsbench.archs.diffusion import load_diffusion
 from rsbench.archs.input_layer import InputLayer
 from rsbench.certify.pipeline import Subject
-from rsbench.checkpoint import check_signature, read_classifier, read_denoiser
+from rsbench.checkpoint import check_signature, read_classifier, read_denoiser, refuse_as_plain_weights
 from rsbench.errors import CheckpointMismatchError, ConfigError
 from rsbench.loading import file_digest, load_strict, load_weights_only
 from rsbench.models.ensemble import Aggregation, Ensemble
@@ -293,7 +293,9 @@ def _compose(denoiser: nn.Module, classifier: Subject, sigma: float, record: dic
 
 
 def _state_dict(loaded: Any, key: str | None, source: str) -> Mapping[str, torch.Tensor]:
-    """The state dict in a loaded weights file: the file itself, or its entry ``key``."""
+    """The state dict in a loaded weights file: the file itself, or its entry ``key`` (never an rsbench checkpoint)."""
+    if key is None:
+        refuse_as_plain_weights(loaded, source)
     if key is not None:
         if not isinstance(loaded, Mapping) or key not in loaded:
             found = sorted(loaded) if isinstance(loaded, Mapping) else type(loaded).__name__

@@ -28,6 +28,7 @@ from rsbench.archs.pretrained import (
     timm_network,
 )
 from rsbench.certify.pipeline import Subject
+from rsbench.checkpoint import refuse_as_plain_weights
 from rsbench.errors import ConfigError
 from rsbench.loading import file_digest, load_strict, load_weights_only
 from rsbench.models.conventions import check_convention
@@ -153,7 +154,9 @@ def _subject(
 
 
 def _state_dict(loaded: Any, key: str | None, source: str) -> Mapping[str, Any]:
-    """The state dict in a loaded weights file: the file itself, or its entry ``key``."""
+    """The state dict in a loaded weights file: the file itself, or its entry ``key`` (never an rsbench checkpoint)."""
+    if key is None:
+        refuse_as_plain_weights(loaded, source)
     if key is not None:
         if not isinstance(loaded, Mapping) or key not in loaded:
             raise ConfigError(f"{source} has no entry {key!r}")

@@ -138,8 +138,23 @@ def group_rows(results: Sequence[Result]) -> tuple[list[Row], list[str], dict[st
         )
         for identity, members in groups.items()
     ]
-    rows.sort(key=lambda row: (row.threat, row.first.dataset, row.first.sigma, row.label, row.settings))
+    rows.sort(key=lambda row: (row.threat, row.first.dataset, row.first.sigma, row.label, _numeric_order(row.settings)))
     return rows, varying, common
+
+
+def _numeric_order(settings: HParams) -> tuple[tuple[str, tuple[int, float, str]], ...]:
+    """A row's settings as a sort key in which numbers sort as numbers (``lbd`` 5, 10, 20, not 10, 20, 5).
+
+    >>> sorted(["10", "20", "5", "none"], key=lambda v: _numeric_order((("lbd", v),)))
+    ['5', '10', '20', 'none']
+    """
+    key = []
+    for name, value in settings:
+        try:
+            key.append((name, (0, float(value), "")))
+        except ValueError:
+            key.append((name, (1, 0.0, value)))
+    return tuple(key)
 
 
 def _hparams_key(hparams: Mapping[str, Any]) -> HParams:

@@ -6,7 +6,9 @@ The job around it (:func:`rsbench.runs.job.job`) holds the run directory's lock,
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 from hydra.utils import instantiate
@@ -17,9 +19,34 @@ from rsbench.attack.stage import attack_after_certification
 from rsbench.certify.pipeline import Certification, Subject
 from rsbench.certify.records import STEM
 from rsbench.certify.settings import CertifySettings
+from rsbench.checkpoint import trained_on
 from rsbench.errors import ConfigError
 from rsbench.runs.run import certification_dir, check_attack, check_certification
 from rsbench.stop import raise_if_stop_requested, stop_requested
+
+log = logging.getLogger("rsbench")
+
+
+def warn_if_trained_elsewhere(provenance: Mapping[str, Any], dataset: str) -> bool:
+    """Warn (not refuse: a transfer study is legitimate) when an rsbench checkpoint was trained on another dataset.
+
+    Two datasets of one image shape and class count (MNIST, Fashion-MNIST) load each other's models without a
+    complaint and certify for hours to a meaningless result. Returns whether it warned.
+    """
+    if provenance.get("kind") != "checkpoint":
+        return False
+    recorded = trained_on(provenance.get("signature") or {}, str(provenance.get("path", "")))
+    if recorded is None or recorded == dataset:
+        return False
+    log.warning(
+        "the checkpoint %s was trained on %s, and this run certifies it on %s: check dataset=%s is what you mean "
+        "(certifying anyway)",
+        provenance.get("path"),
+        recorded,
+        dataset,
+        recorded,
+    )
+    return True
 
 
 def certify_model(cfg: DictConfig, on_ready: Callable[[], None] | None = None) -> float | None:
@@ -46,6 +73,7 @@ def certify_model(cfg: DictConfig, on_ready: Callable[[], None] | None = None) -
     datamodule.prepare_data()
     datamodule.setup("test")
     built: Subject = instantiate(cfg.model)
+    warn_if_trained_elsewhere(built.provenance, datamodule.name)
     check_certification(settings, datamodule, built.sigma)
     device = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     subject = Subject(

@@ -204,11 +204,33 @@ def _unknown_key(base: Any, override: _Override) -> str:
     for part in parent.split(".") if parent else []:
         node = node.get(part) if isinstance(node, DictConfig) else None
     siblings = [str(k) for k in node] if isinstance(node, DictConfig) else []
-    close = difflib.get_close_matches(name, siblings, n=3, cutoff=0.6)
     prefix = f"{parent}." if parent else ""
-    hint = f"did you mean {' or '.join(prefix + c for c in close)}? " if close else ""
+    close = [prefix + c for c in difflib.get_close_matches(name, siblings, n=3, cutoff=0.6)]
+    if not close:  # a misspelt group (certfy.n), or a key that lives elsewhere (model.sigma: certify.sigma)
+        keys = _key_paths(base)
+        close = [k for k in keys if k.rpartition(".")[2] == name and k != override.key][:3]
+        close = close or difflib.get_close_matches(override.key, keys, n=3, cutoff=0.8)
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
     where = f"in {parent}" if parent and siblings else "in the config"
     return (
         f"{override.text}: there is no key {override.key} {where}; {hint}(--cfg job lists every key; "
         f"+{override.text} adds a new one)"
     )
+
+
+def _key_paths(node: Any, prefix: str = "", depth: int = 3) -> list[str]:
+    """The dotted keys of a composed config, ``depth`` levels deep (``certify.n``, ``model.path``, ...)."""
+    from omegaconf import DictConfig
+
+    if not isinstance(node, DictConfig) or depth == 0:
+        return []
+    paths = []
+    for key in node:
+        path = f"{prefix}{key!s}"
+        paths.append(path)
+        try:
+            child = node._get_node(key)  # the node itself, not its (possibly unresolvable) value
+        except Exception:  # an interpolation only the running app resolves
+            continue
+        paths += _key_paths(child, f"{path}.", depth - 1)
+    return paths

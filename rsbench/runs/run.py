@@ -38,6 +38,7 @@ from rsbench.runs.loggers import CSVLogger, wandb_run_id
 from rsbench.runs.precheck import check_method_epoch
 from rsbench.runs.prerequisites import check_given
 from rsbench.runs.progress_lines import TrainingProgress
+from rsbench.runs.quiet import certification_owns_the_display, quiet_lightning
 from rsbench.runs.training_layout import TrainingLayout, bf16_warning, check_layout
 from rsbench.stop import raise_if_stop_requested
 
@@ -240,6 +241,7 @@ def run(
     callbacks = build_callbacks(cfg)
     start = _starting_point(cfg, module, callbacks, cfg.trainer.get("max_epochs"))
     loggers = build_loggers(cfg)
+    quiet_lightning()
     bar: dict[str, bool] = {}
     if not interactive():  # a pipe, nohup or SLURM: no bar, which a file shows as nothing for minutes
         bar = {"enable_progress_bar": False}
@@ -269,6 +271,7 @@ def run(
             test_ckpt = _trained_checkpoint(trainer, cfg.test_ckpt)
         if cfg.test:
             log.info("testing and certifying %s", test_ckpt or cfg.ckpt_path or "the final weights")
+            certification_owns_the_display(trainer)
             # Lightning's own table of the test metrics would follow rsbench's summary: one line instead
             _stoppable(
                 trainer.test, module, datamodule=datamodule, ckpt_path=test_ckpt, weights_only=True, verbose=False
