@@ -77,6 +77,7 @@ def register_resolvers() -> None:
     OmegaConf.register_new_resolver("rs.first", first_set, replace=True)
     OmegaConf.register_new_resolver("rs.teacher_dir", teacher_dir, replace=True)
     OmegaConf.register_new_resolver("rs.certify_dir", certify_dir, replace=True)
+    OmegaConf.register_new_resolver("rs.threat_suffix", threat_suffix, replace=True)
     # What the method cards say (rsbench/methods/*_card.py): a method's certification defaults, the importer's origins.
     OmegaConf.register_new_resolver("rs.certify_default", certify_default, replace=True)
     OmegaConf.register_new_resolver("rs.origins", lambda: " | ".join(sorted(origins())), replace=True)
@@ -106,6 +107,16 @@ def first_set(*values: Any) -> Any:
     'outputs/run'
     """
     return next((value for value in values if value is not None), None)
+
+
+def threat_suffix(noise: Any) -> str:
+    """``${rs.threat_suffix:<noise name>}``: ``""`` for Gaussian noise (l2), else ``_<noise>`` (``_laplace``: l1).
+
+    Appended to a run folder's sigma part, so that runs of another threat model do not land beside the l2 ones
+    (``outputs/<dataset>/<method>/sigma_0.5_laplace/...``); Gaussian runs keep their folders.
+    """
+    name = str(noise or "gaussian")
+    return "" if name == "gaussian" else f"_{name}"
 
 
 def certify_dir(kind: Any, _root_: Any = None) -> str:
