@@ -27,6 +27,7 @@ from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
+from rsbench.certify.validate import UNKNOWN, Facts, read_table
 from rsbench.errors import ProtocolMismatchError, RunDirectoryBusyError, damaged_record
 
 COLUMNS: tuple[str, ...] = (
@@ -111,19 +112,22 @@ class CertificationRow:
         return cls(**kwargs)
 
 
-def read_rows(path: Path) -> list[CertificationRow]:
-    """All complete rows of a ``certify.tsv`` (a trailing line without newline, from a crash, is ignored)."""
-    text = Path(path).read_text()
-    lines = text.split("\n")
-    if len(lines) == 1:
-        return []  # empty, or a header cut short by a crash: no row was written yet
-    header, body = lines[0], lines[1:-1]  # the last element is "" or an incomplete line
-    if tuple(header.split("\t")) not in (COLUMNS, COLUMNS + THREAT_COLUMNS):
-        raise damaged_record(path, 1, f"it does not start with the certify.tsv header {COLUMNS}: {header!r}")
-    try:
-        return [CertificationRow.from_line(line) for line in body if line]
-    except ValueError as error:
-        raise damaged_record(path, None, str(error)) from None
+def read_rows(path: Path, facts: Facts = UNKNOWN) -> list[CertificationRow]:
+    """All complete rows of a ``certify.tsv``, checked (:func:`rsbench.certify.validate.read_table`).
+
+    A trailing line without newline (a crash while appending) is ignored; an empty file, or a header alone, has no
+    rows yet.
+
+    Args:
+        path: the record (``certify.tsv`` or a shard).
+        facts: the protocol the rows were certified under, where known (for the check against the radius cap).
+
+    Raises:
+        DamagedFileError: a line is damaged or impossible (the message names it and what to do).
+    """
+    headers = (COLUMNS, COLUMNS + THREAT_COLUMNS)
+    table = read_table(path, headers=headers, facts=facts, crash_tail=True, refuse=damaged_record)
+    return [CertificationRow(**record) for record in table.records()]
 
 
 STEM = "certify"
@@ -156,15 +160,17 @@ def record_files(directory: Path, stem: str | None = STEM) -> list[Path]:
     return ([main] if main.exists() else []) + files
 
 
-def read_records(directory: Path, stem: str = STEM) -> dict[int, CertificationRow]:
+def read_records(directory: Path, stem: str = STEM, facts: Facts = UNKNOWN) -> dict[int, CertificationRow]:
     """Every row of record ``stem`` in ``directory`` (main file and shards), keyed by image index.
+
+    ``facts``: the protocol the rows were certified under, where known (:func:`read_rows`).
 
     Raises:
         DamagedFileError: a file is damaged, or two files disagree about an image (not written by one run).
     """
     rows: dict[int, CertificationRow] = {}
     for path in record_files(directory, stem):
-        for row in read_rows(path):
+        for row in read_rows(path, facts):
             if row.idx in rows and rows[row.idx] != row:
                 raise damaged_record(path, None, f"it and another record disagree about image {row.idx}")
             rows[row.idx] = row
