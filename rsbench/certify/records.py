@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from rsbench.certify.validate import UNKNOWN, Facts, read_table
-from rsbench.errors import ProtocolMismatchError, RunDirectoryBusyError, damaged_record
+from rsbench.errors import DamagedFileError, ProtocolMismatchError, RunDirectoryBusyError, damaged_record
 
 COLUMNS: tuple[str, ...] = (
     "idx",
@@ -177,25 +177,30 @@ def read_records(directory: Path, stem: str = STEM, facts: Facts = UNKNOWN) -> d
     return rows
 
 
-def check_protocol(directory: Path, protocol: Mapping[str, Any], extendable: Iterable[str] = ()) -> None:
+def check_protocol(
+    directory: Path, protocol: Mapping[str, Any], extendable: Iterable[str] = (), *, binding: bool = False
+) -> None:
     """Refuse to continue rows in ``directory`` that were certified under another protocol.
 
-    A directory without certification rows accepts any protocol. Keys in ``extendable`` (``max_images``: certify
-    more images later) may differ.
+    A directory without certification rows accepts any protocol, unless ``binding``: then a stored protocol binds
+    even before any row is written (the shards of one certification, once one has registered). Keys in
+    ``extendable`` (``max_images``: certify more images later) may differ.
 
     Raises:
         ProtocolMismatchError: the stored protocol differs, or rows exist without a stored protocol.
+        DamagedFileError: the stored protocol is not valid JSON (the message says what to do).
     """
     directory = Path(directory)
-    if not record_files(directory, None):
-        return
+    rows = bool(record_files(directory, None))
     stored_path = directory / PROTOCOL
+    if not rows and not (binding and stored_path.exists()):
+        return
     if not stored_path.exists():
         raise ProtocolMismatchError(
             f"{directory / RECORD} exists without {PROTOCOL}, so it cannot be resumed safely; "
             "move it away or choose another output directory"
         )
-    stored = json.loads(stored_path.read_text())
+    stored = _stored_protocol(stored_path)
     skip = set(extendable)
     differences = [
         f"  {key}: stored {stored.get(key, '<missing>')!r}, requested {value!r}"
@@ -207,7 +212,23 @@ def check_protocol(directory: Path, protocol: Mapping[str, Any], extendable: Ite
             f"{directory / RECORD} was certified under another protocol, so its rows cannot be continued:\n"
             + "\n".join(differences)
             + "\nRerun with the stored settings, or write to a new output directory (hydra.run.dir=...)."
+            + ("" if rows else f" No row is written yet: deleting {PROTOCOL} and certify_shards.json starts over.")
         )
+
+
+def _stored_protocol(path: Path) -> dict[str, Any]:
+    """``certify_protocol.json``; a damaged one is refused in one line saying what to do."""
+    try:
+        stored = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as error:
+        stored = error
+    if not isinstance(stored, dict):
+        raise DamagedFileError(
+            f"{path} is damaged ({stored}), so the rows beside it cannot be resumed: nothing says what they were "
+            f"certified under. Move {path.parent}'s certify*.tsv and {PROTOCOL} away (or write to a new output "
+            "directory) and rerun, which certifies them again"
+        )
+    return stored
 
 
 def write_protocol(directory: Path, protocol: Mapping[str, Any]) -> None:
