@@ -219,6 +219,7 @@ def _check_header(
 def _convert(path: Path, name: str, texts: list[str], lines: list[int], refuse: Refuse) -> Any:
     """The column ``name`` as an array (a list of text for text columns); the first bad field names its line."""
     convert: Callable[[str], Any]
+    dtype: type[np.generic]
     if name in INTEGERS:
         convert, kind, dtype = int, "an integer", np.int64
     elif name in NUMBERS:
