@@ -11,6 +11,7 @@ import functools
 import json
 from collections.abc import Callable
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import pytorch_lightning as pl
@@ -79,9 +80,12 @@ def rows(output_dir: Path) -> list[tuple]:
     return [(r.idx, r.label, r.predict, r.radius, r.count, r.n, r.sigma) for r in read_rows(output_dir / "certify.tsv")]
 
 
-def row(idx: int, radius: float = 0.5, correct: bool = True, predict: int = 3) -> CertificationRow:
-    """A certification row of image ``idx`` (label 3, pA_lower 0.97 of 1000 samples at sigma 0.25)."""
-    return CertificationRow(idx, 3, predict, radius, correct, 0.5, 990, 1000, 0.97, 0.25)
+def row(idx: int, radius: float = 0.5, correct: bool = True, predict: int | None = None) -> CertificationRow:
+    """A certification row of image ``idx``: label 3, predicted 3 when correct (else 5), 1000 of 1000 samples at sigma
+    0.25, pA_lower the one that certifies ``radius`` (Phi(radius / sigma); 0.4 at an abstention)."""
+    predict = (3 if correct else 5) if predict is None else predict
+    lower = NormalDist().cdf(radius / 0.25) if predict >= 0 else 0.4
+    return CertificationRow(idx, 3, predict, radius, correct, 0.5, 1000, 1000, lower, 0.25)
 
 
 def identity_linear(weight: list[list[float]], bias: list[float]) -> Classifier:

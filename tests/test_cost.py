@@ -8,13 +8,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from rsbench.certify.cost import certification_cost
 from rsbench.certify.pipeline import Certification
 from rsbench.certify.records import CertificationRow
 from rsbench.certify.settings import CertifySettings
 from rsbench.report.cost import Cost, run_cost, total_cost
+from rsbench.runs.run import run
 from tests.classifiers import IMAGES, SUBJECT
+from tests.helpers import SMOKE, compose_config
 from tests.run_folders import make_run, radii_of, run_report
 
 SCHEMA = {
@@ -87,3 +90,40 @@ def test_the_report_shows_what_each_row_cost(tmp_path: Path) -> None:
     table = (tmp_path / "report" / "report.md").read_text()
     assert "| cost " in table
     assert "core-hours (seconds x threads) on a CPU" in table
+
+
+def clock(run_dir: Path, name: str) -> float:
+    """The training seconds a checkpoint's clock recorded (Lightning's ``Timer`` state)."""
+    state = torch.load(run_dir / "checkpoints" / name, map_location="cpu", weights_only=False)
+    return float(state["callbacks"]["Timer"]["time_elapsed"]["train"])
+
+
+def assert_trained_seconds_are_the_epochs_own(run_dir: Path) -> None:
+    """metrics.json's training seconds are last.ckpt's clock (saved at the end of the last epoch) plus only the
+    moments between that save and the end of training: far less than half of best.ckpt's, which the test stage's
+    reload of best.ckpt used to add once more (the bound that tells the two apart)."""
+    trained = json.loads((run_dir / "metrics.json").read_text())["cost"]["train_seconds"]
+    last, best = clock(run_dir, "last.ckpt"), clock(run_dir, "best.ckpt")
+    assert 0 < best < last
+    assert -5e-4 <= trained - last < best / 2, (trained, last, best)  # (metrics.json keeps milliseconds)
+
+
+def test_training_seconds_are_the_epochs_trained_when_the_best_epoch_is_not_the_last(tmp_path: Path) -> None:
+    # lr = 0: the validation accuracy never improves after the first epoch, so best.ckpt is epoch 0 and last.ckpt 2
+    run(compose_config(*SMOKE, "trainer.max_epochs=3", "optimizer.lr=0.0", output_dir=tmp_path))
+    assert torch.load(tmp_path / "checkpoints" / "best.ckpt", map_location="cpu", weights_only=False)["epoch"] == 0
+    assert_trained_seconds_are_the_epochs_own(tmp_path)
+
+
+def test_training_seconds_sum_the_sessions_of_a_resumed_run_and_survive_a_rerun_after_training(tmp_path: Path) -> None:
+    """Two epochs, then two more resumed from last.ckpt (best stays epoch 0 of the first session): the sum of both
+    sessions, not the second plus best.ckpt's. Run again once training is done (straight to testing): last.ckpt's."""
+    overrides = (*SMOKE, "optimizer.lr=0.0")
+    run(compose_config(*overrides, "trainer.max_epochs=2", "certify=off", output_dir=tmp_path))
+    first = clock(tmp_path, "last.ckpt")
+    run(compose_config(*overrides, "trainer.max_epochs=4", output_dir=tmp_path))
+    assert clock(tmp_path, "last.ckpt") > first  # the second session's epochs came on top of the first's
+    assert_trained_seconds_are_the_epochs_own(tmp_path)
+    run(compose_config(*overrides, "trainer.max_epochs=4", output_dir=tmp_path))  # finished: certification only
+    trained = json.loads((tmp_path / "metrics.json").read_text())["cost"]["train_seconds"]
+    assert trained == pytest.approx(clock(tmp_path, "last.ckpt"), abs=5e-4 + 1e-9)  # last.ckpt's, in ms (rounded)

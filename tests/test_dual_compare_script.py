@@ -12,6 +12,7 @@ import csv
 import subprocess
 import sys
 from pathlib import Path
+from statistics import NormalDist
 
 import pytest
 
@@ -48,9 +49,9 @@ def expert_run(folder: Path, k: int) -> None:
                 radius=radius,
                 correct=predict == label,
                 time=0.1,
-                count=99,
+                count=100,
                 n=100,
-                pA_lower=0.9,
+                pA_lower=NormalDist().cdf(radius / SIGMAS[k]),  # the bound that certifies the radius
                 sigma=SIGMAS[k],
             )
         )

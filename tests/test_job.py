@@ -254,7 +254,7 @@ def test_a_damaged_record_is_named_with_what_to_do(tmp_path: Path) -> None:
     with RecordWriter(path) as writer:
         writer.append(row(0))
     path.write_text(path.read_text() + "garbage\n")
-    with pytest.raises(DamagedFileError, match=rf"{path} is damaged: .*move the file away"):
+    with pytest.raises(DamagedFileError, match=rf"{path}, line 3 is damaged: .*move the file away"):
         read_records(tmp_path)
 
 

@@ -160,7 +160,7 @@ def test_a_log_that_is_not_shipped_is_read_from_a_clone_by_path_after_its_sha256
     """The reader takes the work tree's file, or ``git show <commit>:<path>`` from a bare clone, and refuses a file
     whose SHA-256 differs from the index's (another version of the log)."""
     (log,) = [x for x in catalogue(source="cohen2019", dataset="cifar10") if x.sigma == 1.0]
-    content = b"idx\tlabel\tpredict\tradius\tcorrect\ttime\n0\t3\t3\t1.5\t1\t0:00:01\n20\t8\t8\t0.25\t0\t0:00:01\n"
+    content = b"idx\tlabel\tpredict\tradius\tcorrect\ttime\n0\t3\t3\t1.5\t1\t0:00:01\n20\t8\t5\t0.25\t0\t0:00:01\n"
     clone = tmp_path / "smoothing"
     (clone / Path(log.path).parent).mkdir(parents=True)
     (clone / log.path).write_bytes(content)

@@ -29,6 +29,8 @@ from rsbench.report.tables import Options
 from tests.run_folders import ALPHA, N, make_run, radii_of, run_report
 from tests.scripts import tool_script
 
+CAP = radius_cap(0.5, N, ALPHA)  # the largest radius the runs' protocol (sigma 0.5) can certify
+
 
 def test_runs_that_differ_only_in_seed_are_one_row_with_mean_sd_and_count(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
@@ -143,7 +145,7 @@ def test_paired_against_the_baseline_finds_a_shift_and_not_an_identical_run(tmp_
     base = radii_of(rng, size=300)
     make_run(tmp_path / "gaussian", base)
     make_run(tmp_path / "copy", base, method="copy")
-    make_run(tmp_path / "better", np.where(base > 0, base + 0.2, 0.0), method="better")
+    make_run(tmp_path / "better", np.where(base > 0, np.minimum(base + 0.2, CAP), 0.0), method="better")
     run_report(tmp_path, str(tmp_path), "--baseline", "gaussian", "--radii", "0", "0.5")
     paired = pd.read_csv(tmp_path / "report" / "paired.csv").set_index("method")
     assert paired.at["copy", "d_acr"] == 0
@@ -161,7 +163,7 @@ def test_two_settings_of_one_method_stay_apart_in_the_paired_table(tmp_path: Pat
     base = radii_of(rng)
     make_run(tmp_path / "gaussian", base)
     for one_step, shift in (("false", 0.1), ("true", 0.2)):
-        radii = np.where(base > 0, base + shift, 0.0)
+        radii = np.where(base > 0, np.minimum(base + shift, CAP), 0.0)  # (no certificate is above the cap)
         make_run(tmp_path / f"mix_{one_step}", radii, method="smoothmix", overrides=[f"method.one_step={one_step}"])
     run_report(tmp_path, str(tmp_path), "--baseline", "gaussian")
     paired = pd.read_csv(tmp_path / "report" / "paired.csv").set_index("method.one_step")

@@ -138,3 +138,96 @@ def test_a_shard_started_twice_is_refused(tmp_path: Path) -> None:
 def test_memory_mode_is_not_sharded() -> None:
     with pytest.raises(ValueError, match="sigma_mode=memory replays every certificate"):
         CertifySettings.from_keys(sigma_mode="memory", num_shards=2)
+
+
+def test_two_shards_started_at_once_with_different_protocols_are_never_both_accepted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The interleaving forced: shard 0 (alpha 0.01) pauses right after its protocol check, before it writes, while
+    shard 1 (alpha 0.3) starts. The check and the write are one step under the folder's lock, and a registered shard's
+    protocol binds before any row exists, so shard 1 is refused instead of half the rows landing at alpha 0.3 under a
+    protocol file saying 0.01."""
+    import threading
+
+    from rsbench.certify import pipeline
+
+    checked, proceed = threading.Event(), threading.Event()
+    real = pipeline.check_protocol
+
+    def paused(directory: Path, protocol: dict, *args: object, **kwargs: object) -> None:
+        real(directory, protocol, *args, **kwargs)
+        if protocol["alpha"] == 0.01:
+            checked.set()
+            proceed.wait(timeout=30)
+
+    monkeypatch.setattr(pipeline, "check_protocol", paused)
+    errors: dict[int, BaseException] = {}
+
+    def start(shard: int, alpha: float) -> threading.Thread:
+        settings = CertifySettings.from_keys(**{**KEYS, "alpha": alpha}, shard=shard, num_shards=2)
+
+        def certify() -> None:
+            try:
+                Certification(settings, tmp_path).run(SUBJECT, IMAGES)
+            except BaseException as error:  # (the outcome of the thread, asserted below)
+                errors[shard] = error
+
+        thread = threading.Thread(target=certify)
+        thread.start()
+        return thread
+
+    first = start(0, 0.01)
+    assert checked.wait(timeout=60)
+    second = start(1, 0.3)  # checks while shard 0 has checked but not yet written
+    second.join(timeout=1)  # (it waits for the folder's lock)
+    proceed.set()
+    first.join(timeout=120)
+    second.join(timeout=120)
+    assert 0 not in errors
+    assert isinstance(errors.get(1), ProtocolMismatchError), errors
+    assert "alpha: stored 0.01, requested 0.3" in str(errors[1])
+    assert json.loads((tmp_path / "certify_protocol.json").read_text())["alpha"] == 0.01
+    assert not (tmp_path / "certify.shard1-of-2.tsv").exists()  # no row at alpha 0.3
+    assert not (tmp_path / "metrics.json").exists()
+
+
+def test_a_damaged_shard_register_is_refused_with_advice_that_works(tmp_path: Path, capsys) -> None:
+    """Rerunning a shard used to meet the same damaged file; the advice now is to delete it and rerun every shard."""
+    shards = [Certification(CertifySettings.from_keys(**KEYS, shard=k, num_shards=2), tmp_path) for k in range(2)]
+    shards[0].run(SUBJECT, IMAGES)
+    (tmp_path / "certify_shards.json").write_text('{"settings": {"n0"')  # cut short
+    with pytest.raises(DamagedFileError, match="delete it and rerun every shard") as refused:
+        shards[1].run(SUBJECT, IMAGES)
+    assert "\n" not in str(refused.value)
+    assert merge_main([str(tmp_path)]) == 2
+    assert "delete it and rerun every shard" in capsys.readouterr().err
+    (tmp_path / "certify_shards.json").unlink()  # as the message says
+    assert shards[0].run(SUBJECT, IMAGES).waiting == (1,)  # its rows kept: it only registers again
+    merged = shards[1].run(SUBJECT, IMAGES)
+    assert merged.summary is not None
+    assert merged.summary["num_images"] == 12
+
+
+def test_a_damaged_protocol_on_resume_is_one_line_whose_advice_works(tmp_path: Path) -> None:
+    """A damaged certify_protocol.json on resume was a raw JSONDecodeError traceback."""
+    settings = CertifySettings.from_keys(**KEYS)
+    calls: list[int] = []
+    assert (
+        Certification(settings, tmp_path)
+        .run(SUBJECT, IMAGES, should_stop=lambda: len(calls.append(1) or calls) == 3)
+        .stopped
+    )
+    (tmp_path / "certify_protocol.json").write_text('{"alpha": 0.0')
+    with pytest.raises(
+        DamagedFileError, match=r"certify_protocol.json is damaged \(.*\), so the rows beside it"
+    ) as refused:
+        Certification(settings, tmp_path).run(SUBJECT, IMAGES)
+    assert "\n" not in str(refused.value)
+    assert "certify*.tsv and certify_protocol.json away" in str(refused.value)
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    for path in [*tmp_path.glob("certify*.tsv"), tmp_path / "certify_protocol.json"]:
+        path.rename(moved / path.name)
+    outcome = Certification(settings, tmp_path).run(SUBJECT, IMAGES)
+    assert outcome.summary is not None
+    assert outcome.summary["num_images"] == 12

@@ -35,7 +35,6 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
-from pytorch_lightning.callbacks import Timer
 from torch.utils.data import DataLoader, TensorDataset
 
 from rsbench.bench.training_cost import build_method, method_config, quiet_lightning
@@ -44,6 +43,7 @@ from rsbench.methods.catrs import CATRS
 from rsbench.runs.allocator import reexec_with_fast_allocator
 from rsbench.runs.epoch_seed import EpochSeed
 from rsbench.runs.loggers import CSVLogger
+from rsbench.runs.training_clock import TrainingClock
 from rsbench.runs.training_layout import TrainingLayout
 
 LAYOUTS = ("contiguous", "channels_last", "bf16")
@@ -100,7 +100,7 @@ def rsbench_seconds(module: SmoothingModule, loader: DataLoader, batches: int, l
         precision="bf16-mixed" if layout == "bf16" else "32-true",
         callbacks=[
             EpochSeed(0),
-            Timer(verbose=False),
+            TrainingClock(),
             TrainingLayout("channels_last" if layout == "channels_last" else "contiguous"),
             clock,
         ],

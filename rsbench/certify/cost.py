@@ -9,9 +9,10 @@ The object's schema is fixed for every reader (``rsbench.report``, the leaderboa
 certifying processes spent on the images, whichever process, resume or shard computed each row), so it is also what
 a reader derives for records written before the object existed. ``samples`` counts the noise samples drawn for the
 certificates: n0 selection and the estimation samples each row drew (its ``n`` column), and for per-input-sigma
-rows the sigma search's draws too. ``train_seconds`` is the training time of the run (Lightning's ``Timer``, summed
-over resumes), ``null`` for a run that trained nothing. A sharded certification adds ``shards``: the same figures
-per shard, with each shard's device, since the shards of a SLURM array may run on different GPUs.
+rows the sigma search's draws too. ``train_seconds`` is the training time of the run (the seconds of the epochs it
+trained, summed over resumes: :class:`rsbench.runs.training_clock.TrainingClock`), ``null`` for a run that trained
+nothing. A sharded certification adds ``shards``: the same figures per shard, with each shard's device, since the
+shards of a SLURM array may run on different GPUs.
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ from rsbench.certify.metrics import average_certified_radius, certified_accuracy
 from rsbench.certify.records import RecordWriter, tsv_line
 from rsbench.certify.seeding import derive_seed
 from rsbench.certify.smooth import Certificate, Smooth
+from rsbench.certify.validate import TOLERANCE, read_table
 from rsbench.errors import damaged_record
 
 ABSTAIN = Smooth.ABSTAIN
@@ -312,20 +313,23 @@ class DualRow:
 
 
 def read_dual_rows(path: Path) -> list[DualRow]:
-    """Every complete row of a dual ``certify.tsv`` (a last line cut short by a crash is ignored)."""
+    """Every complete row of a dual ``certify.tsv``, checked (a last line cut short by a crash is ignored).
+
+    Raises:
+        DamagedFileError: a line is damaged or impossible (:func:`rsbench.certify.validate.read_table`), or a row's
+            radius is above the smaller of its router's and its expert's (the message names the line).
+    """
     path = Path(path)
     if not path.exists():
         return []
-    lines = path.read_text().split("\n")
-    if len(lines) == 1:
-        return []
-    header, body = lines[0], lines[1:-1]
-    if tuple(header.split("\t")) != COLUMNS:
-        raise damaged_record(path, 1, f"it does not start with the dual certify.tsv header {COLUMNS}: {header!r}")
-    try:
-        return [DualRow.from_line(line) for line in body if line]
-    except ValueError as error:
-        raise damaged_record(path, None, str(error)) from None
+    table = read_table(path, headers=(COLUMNS,), crash_tail=True, refuse=damaged_record)
+    rows = [DualRow(**record) for record in table.records()]
+    for row, line in zip(rows, table.lines, strict=True):
+        if row.predict >= 0 and row.radius > min(row.router_radius, row.expert_radius) + TOLERANCE * (1 + row.radius):
+            raise damaged_record(
+                path, line, f"radius {row.radius!r} is above min(router_radius, expert_radius) of the same row"
+            )
+    return rows
 
 
 class DualRecordWriter(RecordWriter):

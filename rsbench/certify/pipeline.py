@@ -269,11 +269,7 @@ class Certification:
         }
         context = self._context(subject, images, indices, sigma, meta)
         if shard.rank == 0:
-            stored = {**meta, **settings.protocol_record(sigma, len(images))}
-            check_protocol(self.output_dir, stored, RESUMABLE)
-            write_protocol(self.output_dir, stored)
-            if sharding.sharded:
-                _register_shard(self.output_dir, context, sharding.shard)
+            self._store_protocol({**meta, **settings.protocol_record(sigma, len(images))}, context)
         barrier()
         first, stride = sharding.slice(shard.rank, shard.world_size)
         kind = "shard" if sharding.sharded else "rank"
@@ -307,6 +303,24 @@ class Certification:
             log.info("%s: every image of its share is certified in %s", sharding.describe(), self.output_dir)
             return merge_shards(self.output_dir, wait=True)
         return _summarize_run(self.output_dir, context, images)
+
+    def _store_protocol(self, stored: Mapping[str, Any], context: Context) -> None:
+        """Check the stored protocol and store this one; a shard also registers itself, all under the folder's lock.
+
+        The shards of one certification share a folder and may start at once: each checks and writes
+        ``certify_protocol.json`` and registers in ``certify_shards.json`` while holding the folder's lock, and once a
+        shard is registered its protocol binds every other shard even before any row is written, so two shards with
+        different settings can never both pass.
+        """
+        sharding = self.settings.sharding
+        if not sharding.sharded:
+            check_protocol(self.output_dir, stored, RESUMABLE)
+            write_protocol(self.output_dir, stored)
+            return
+        with directory_lock(self.output_dir):
+            check_protocol(self.output_dir, stored, RESUMABLE, binding=(self.output_dir / SHARDS).is_file())
+            write_protocol(self.output_dir, stored)
+            _register_shard(self.output_dir, context, sharding.shard)
 
     def _context(
         self, subject: Subject, images: IndexedImages, indices: list[int], sigma: float, meta: Mapping[str, Any]
@@ -439,16 +453,18 @@ def records_of(settings: CertifySettings) -> list[str]:
 
 
 def _register_shard(directory: Path, context: Context, shard: int) -> None:
-    """Store the summary context in ``certify_shards.json``, with this shard's environment beside the others'."""
+    """Store the summary context in ``certify_shards.json``, with this shard's environment beside the others'.
+
+    The caller holds the folder's lock (:func:`~rsbench.certify.records.directory_lock`).
+    """
     path = directory / SHARDS
-    with directory_lock(directory):
-        stored = _read_json(path) if path.is_file() else {"shards": {}}
-        shards = {int(k): v for k, v in stored.get("shards", {}).items()}
-        shards[shard] = context.environments[shard]
-        record = replace(context, environments=shards).to_json()
-        temporary = path.with_name(f"{path.name}.tmp{os.getpid()}")
-        temporary.write_text(json.dumps(record, indent=2) + "\n")
-        temporary.replace(path)
+    stored = _read_json(path) if path.is_file() else {"shards": {}}
+    shards = {int(k): v for k, v in stored.get("shards", {}).items()}
+    shards[shard] = context.environments[shard]
+    record = replace(context, environments=shards).to_json()
+    temporary = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    temporary.write_text(json.dumps(record, indent=2) + "\n")
+    temporary.replace(path)
 
 
 def merge_shards(directory: str | Path, *, wait: bool = False) -> Outcome:
@@ -611,13 +627,20 @@ def _summarize(
     )
 
 
+REREGISTER = (
+    "delete it and rerun every shard: their rows are kept, so each registers again at once, certifies only what it "
+    "has left, and the last to finish merges"
+)
+
+
 def _read_json(path: Path) -> dict[str, Any]:
+    """``certify_shards.json``, refused in one line (with what to do) when damaged."""
     try:
         content = json.loads(path.read_text())
     except ValueError as error:
-        raise DamagedFileError(f"{path} is damaged ({error}); rerun any shard to store it again") from None
-    if not isinstance(content, dict):
-        raise DamagedFileError(f"{path} does not hold a JSON object; rerun any shard to store it again")
+        raise DamagedFileError(f"{path} is damaged ({error}); {REREGISTER}") from None
+    if not isinstance(content, dict) or not isinstance(content.get("shards"), dict):
+        raise DamagedFileError(f"{path} is damaged (not what a shard stores); {REREGISTER}")
     return content
 
 

@@ -27,7 +27,8 @@ from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from rsbench.errors import ProtocolMismatchError, RunDirectoryBusyError, damaged_record
+from rsbench.certify.validate import UNKNOWN, Facts, read_table
+from rsbench.errors import DamagedFileError, ProtocolMismatchError, RunDirectoryBusyError, damaged_record
 
 COLUMNS: tuple[str, ...] = (
     "idx",
@@ -111,19 +112,22 @@ class CertificationRow:
         return cls(**kwargs)
 
 
-def read_rows(path: Path) -> list[CertificationRow]:
-    """All complete rows of a ``certify.tsv`` (a trailing line without newline, from a crash, is ignored)."""
-    text = Path(path).read_text()
-    lines = text.split("\n")
-    if len(lines) == 1:
-        return []  # empty, or a header cut short by a crash: no row was written yet
-    header, body = lines[0], lines[1:-1]  # the last element is "" or an incomplete line
-    if tuple(header.split("\t")) not in (COLUMNS, COLUMNS + THREAT_COLUMNS):
-        raise damaged_record(path, 1, f"it does not start with the certify.tsv header {COLUMNS}: {header!r}")
-    try:
-        return [CertificationRow.from_line(line) for line in body if line]
-    except ValueError as error:
-        raise damaged_record(path, None, str(error)) from None
+def read_rows(path: Path, facts: Facts = UNKNOWN) -> list[CertificationRow]:
+    """All complete rows of a ``certify.tsv``, checked (:func:`rsbench.certify.validate.read_table`).
+
+    A trailing line without newline (a crash while appending) is ignored; an empty file, or a header alone, has no
+    rows yet.
+
+    Args:
+        path: the record (``certify.tsv`` or a shard).
+        facts: the protocol the rows were certified under, where known (for the check against the radius cap).
+
+    Raises:
+        DamagedFileError: a line is damaged or impossible (the message names it and what to do).
+    """
+    headers = (COLUMNS, COLUMNS + THREAT_COLUMNS)
+    table = read_table(path, headers=headers, facts=facts, crash_tail=True, refuse=damaged_record)
+    return [CertificationRow(**record) for record in table.records()]
 
 
 STEM = "certify"
@@ -156,40 +160,47 @@ def record_files(directory: Path, stem: str | None = STEM) -> list[Path]:
     return ([main] if main.exists() else []) + files
 
 
-def read_records(directory: Path, stem: str = STEM) -> dict[int, CertificationRow]:
+def read_records(directory: Path, stem: str = STEM, facts: Facts = UNKNOWN) -> dict[int, CertificationRow]:
     """Every row of record ``stem`` in ``directory`` (main file and shards), keyed by image index.
+
+    ``facts``: the protocol the rows were certified under, where known (:func:`read_rows`).
 
     Raises:
         DamagedFileError: a file is damaged, or two files disagree about an image (not written by one run).
     """
     rows: dict[int, CertificationRow] = {}
     for path in record_files(directory, stem):
-        for row in read_rows(path):
+        for row in read_rows(path, facts):
             if row.idx in rows and rows[row.idx] != row:
                 raise damaged_record(path, None, f"it and another record disagree about image {row.idx}")
             rows[row.idx] = row
     return rows
 
 
-def check_protocol(directory: Path, protocol: Mapping[str, Any], extendable: Iterable[str] = ()) -> None:
+def check_protocol(
+    directory: Path, protocol: Mapping[str, Any], extendable: Iterable[str] = (), *, binding: bool = False
+) -> None:
     """Refuse to continue rows in ``directory`` that were certified under another protocol.
 
-    A directory without certification rows accepts any protocol. Keys in ``extendable`` (``max_images``: certify
-    more images later) may differ.
+    A directory without certification rows accepts any protocol, unless ``binding``: then a stored protocol binds
+    even before any row is written (the shards of one certification, once one has registered). Keys in
+    ``extendable`` (``max_images``: certify more images later) may differ.
 
     Raises:
         ProtocolMismatchError: the stored protocol differs, or rows exist without a stored protocol.
+        DamagedFileError: the stored protocol is not valid JSON (the message says what to do).
     """
     directory = Path(directory)
-    if not record_files(directory, None):
-        return
+    rows = bool(record_files(directory, None))
     stored_path = directory / PROTOCOL
+    if not rows and not (binding and stored_path.exists()):
+        return
     if not stored_path.exists():
         raise ProtocolMismatchError(
             f"{directory / RECORD} exists without {PROTOCOL}, so it cannot be resumed safely; "
             "move it away or choose another output directory"
         )
-    stored = json.loads(stored_path.read_text())
+    stored = _stored_protocol(stored_path)
     skip = set(extendable)
     differences = [
         f"  {key}: stored {stored.get(key, '<missing>')!r}, requested {value!r}"
@@ -201,7 +212,23 @@ def check_protocol(directory: Path, protocol: Mapping[str, Any], extendable: Ite
             f"{directory / RECORD} was certified under another protocol, so its rows cannot be continued:\n"
             + "\n".join(differences)
             + "\nRerun with the stored settings, or write to a new output directory (hydra.run.dir=...)."
+            + ("" if rows else f" No row is written yet: deleting {PROTOCOL} and certify_shards.json starts over.")
         )
+
+
+def _stored_protocol(path: Path) -> dict[str, Any]:
+    """``certify_protocol.json``; a damaged one is refused in one line saying what to do."""
+    try:
+        stored = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as error:
+        stored = error
+    if not isinstance(stored, dict):
+        raise DamagedFileError(
+            f"{path} is damaged ({stored}), so the rows beside it cannot be resumed: nothing says what they were "
+            f"certified under. Move {path.parent}'s certify*.tsv and {PROTOCOL} away (or write to a new output "
+            "directory) and rerun, which certifies them again"
+        )
+    return stored
 
 
 def write_protocol(directory: Path, protocol: Mapping[str, Any]) -> None:

@@ -185,10 +185,17 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as error:
         print(f"rsbench: error: {error}", file=sys.stderr)
         return 2
+    from rsbench.certify.validate import check_inputs
+    from rsbench.errors import RsbenchError
+
+    try:  # the runs' records checked before torch, pandas and SciPy load: a damaged one is refused at once
+        check_inputs(args.runs)
+    except RsbenchError as error:
+        print(f"rsbench: error: {error}", file=sys.stderr)
+        return 2
     import logging
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    from rsbench.errors import RsbenchError
     from rsbench.leaderboard.make import make_boards, write_pages
     from rsbench.leaderboard.render import markdown, write
 

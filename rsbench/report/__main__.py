@@ -76,8 +76,16 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if not 0 < args.confidence < 1:
         parser().error(f"--confidence must be in (0, 1), got {args.confidence}")
+    from rsbench.certify.validate import check_inputs
+    from rsbench.errors import RsbenchError
+
+    try:  # every record checked before torch, pandas and SciPy load: a damaged one is refused at once
+        check_inputs(args.paths, sigma=args.sigma, n=args.n, alpha=args.alpha)
+    except RsbenchError as error:
+        log.error("rsbench: error: %s", error)
+        sys.exit(2)
     from rsbench.report.build import build_sections
-    from rsbench.report.load import ReportError, find_results
+    from rsbench.report.load import find_results
     from rsbench.report.plots import write_figures
     from rsbench.report.render import markdown, write_report
     from rsbench.report.rows import group_rows
@@ -99,8 +107,8 @@ def main(argv: list[str] | None = None) -> None:
             published_source=args.published_source,
             against_released=args.against_released,
         )
-    except ReportError as error:
-        log.error("rsbench.report: %s", error)
+    except RsbenchError as error:  # ReportError, and a damaged record or checkpoint met while reading
+        log.error("rsbench: error: %s", error)
         sys.exit(2)
     print(markdown(sections, notes))
     out = args.out or default_out(args.paths)

@@ -36,9 +36,10 @@ from omegaconf import OmegaConf
 
 from rsbench.attack.records import read_attack_rows
 from rsbench.certify.caps import fixed_n_cap
-from rsbench.certify.records import PROTOCOL, read_records
+from rsbench.certify.records import PROTOCOL, CertificationRow
 from rsbench.certify.subset import indices_digest
-from rsbench.errors import RsbenchError
+from rsbench.certify.validate import FIXED_STEM, Facts, check_run, read_json_object, read_table, sigma_from_path
+from rsbench.errors import DamagedFileError, RsbenchError
 from rsbench.methods.card import method_of_log_folder
 from rsbench.report.cost import Cost, run_cost
 from rsbench.runs.naming import describes_setting, execution_keys, override_key
@@ -46,8 +47,6 @@ from rsbench.runs.quoting import override_value
 
 log = logging.getLogger(__name__)
 
-COHEN_COLUMNS = ("idx", "label", "predict", "radius", "correct")
-FIXED_STEM = "certify_fixed_sigma"  # the sound certificates beside data-dependent ones (CertifyCallback)
 DATASETS = ("cifar100", "cifar10", "fashion_mnist", "fmnist", "mnist", "svhn", "imagenet")
 FAMILIES = {"mnist_embedded": "mnist", "fmnist": "fashion_mnist"}
 COHEN_ARCHS = {"resnet110": "cifar_resnet110", "resnet50": "resnet50"}  # Cohen et al.'s folder names
@@ -240,16 +239,26 @@ def read_run(run: Path) -> list[Result]:
     """The results of one run folder: one, or two for runs certified with a per-input sigma (sound one first)."""
     metrics = _read_json(run / "metrics.json")
     hydra = _read_hydra(run)
-    if (run / PROTOCOL).is_file():
-        hydra["overrides"] = as_certified(hydra["overrides"], _read_json(run / PROTOCOL))
+    protocol = _read_json(run / PROTOCOL) if (run / PROTOCOL).is_file() else None
+    if protocol is not None:
+        hydra["overrides"] = as_certified(hydra["overrides"], protocol)
+    try:
+        records = check_run(run, metrics, protocol)
+    except DamagedFileError as error:
+        raise ReportError(str(error)) from None
+    if any(not isinstance(row, CertificationRow) for row in records["certify"].values()):
+        raise ReportError(
+            f"{run} is a dual randomized-smoothing run (its certify.tsv holds router and expert columns): the report "
+            "reads single-model runs; its metrics.json has the summary (docs/dual_smoothing.md)"
+        )
     if "fixed_sigma" not in metrics:
         variant = _sequential_variant(metrics) if metrics.get("mode") == "sequential" else ""
-        return [_run_result(run, "certify", metrics, metrics, hydra, variant)]
+        return [_run_result(run, "certify", metrics, metrics, hydra, variant, records["certify"])]
     mode = metrics.get("sigma_mode", "data_dependent")
     fixed = {**metrics, **metrics["fixed_sigma"]}
     return [
-        _run_result(run, FIXED_STEM, fixed, metrics, hydra, "fixed sigma, sound"),
-        _run_result(run, "certify", metrics, metrics, hydra, f"{mode} sigma, NOT sound"),
+        _run_result(run, FIXED_STEM, fixed, metrics, hydra, "fixed sigma, sound", records[FIXED_STEM]),
+        _run_result(run, "certify", metrics, metrics, hydra, f"{mode} sigma, NOT sound", records["certify"]),
     ]
 
 
@@ -276,15 +285,18 @@ def _sequential_variant(metrics: dict[str, Any]) -> str:
 
 
 def _run_result(
-    run: Path, stem: str, summary: dict[str, Any], metrics: dict[str, Any], hydra: dict[str, Any], variant: str
+    run: Path,
+    stem: str,
+    summary: dict[str, Any],
+    metrics: dict[str, Any],
+    hydra: dict[str, Any],
+    variant: str,
+    rows: dict[int, CertificationRow],
 ) -> Result:
+    """The result of record ``stem`` of a run, from its rows (checked against ``summary`` by :func:`check_run`)."""
     for key in ("method", "dataset", "sigma", "n", "alpha"):
         if key not in summary:
             raise ReportError(f"{run / 'metrics.json'} lacks {key!r}; it was not written by rsbench")
-    try:
-        rows = read_records(run, stem)
-    except ValueError as error:
-        raise ReportError(f"{run}: {error}") from None
     if not rows:
         raise ReportError(f"{run} has metrics.json but no {stem}.tsv rows; the report needs the per-image records")
     subset = metrics.get("subset", {})
@@ -363,19 +375,14 @@ def read_cohen_tsv(
         n: estimation samples per image, if known (for the radius cap and protocol checks).
         alpha: the failure probability, if known.
     """
+    sigma = sigma if sigma is not None else sigma_from_path(path)
     try:
-        frame = pd.read_csv(path, sep="\t")
-    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as error:
-        raise ReportError(f"{path} is not a tab-separated certification file: {error}") from None
-    missing = [c for c in COHEN_COLUMNS if c not in frame.columns]
-    if missing:
-        raise ReportError(
-            f"{path} lacks the columns {missing}; a certify TSV starts with the header "
-            f"'idx label predict radius correct time' (Cohen et al.'s certify.py)"
-        )
-    sigma = sigma if sigma is not None else _sigma_from_path(path)
+        table = read_table(path, facts=Facts(sigma, n, alpha), need_rows=True)
+    except DamagedFileError as error:
+        raise ReportError(str(error)) from None
     if sigma is None:
         raise ReportError(f"{path}: cannot tell sigma from the path; pass --sigma")
+    frame = pd.DataFrame(dict(table.columns))
     layout = cohen_layout(path)
     frame = frame.sort_values("idx").reset_index(drop=True)
     radius = frame["radius"].astype(float)
@@ -442,23 +449,11 @@ def cohen_layout(path: Path) -> CohenLayout | None:
     return CohenLayout("gaussian", COHEN_ARCHS.get(parts[-4], parts[-4]), float(trained.group(1)))
 
 
-def _sigma_from_path(path: Path) -> float | None:
-    """The sigma named nearest the file: ``sigma_0.50`` (Cohen's logs), ``noise_0.25.tsv``, ``sigma=1.0/``."""
-    for part in reversed(path.parts):
-        match = re.search(r"(?:noise|sigma)[_=]?(\d+(?:\.\d+)?)", part)
-        if match:
-            return float(match.group(1).rstrip("."))
-    return None
-
-
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        content = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise ReportError(f"{path} is not valid JSON ({error}); was it copied whole?") from None
-    if not isinstance(content, dict):
-        raise ReportError(f"{path} does not hold a JSON object")
-    return content
+        return read_json_object(path)
+    except DamagedFileError as error:
+        raise ReportError(str(error)) from None
 
 
 def as_certified(overrides: Mapping[str, str], protocol: Mapping[str, Any]) -> dict[str, str]:

@@ -5,12 +5,13 @@ A thin adapter around :class:`rsbench.certify.pipeline.Certification` (which wri
 processes and data-dependent sigma modes): it hands over the trained network and the test split, this process's
 rank, and a barrier over the trainer's processes. It then logs ``certify/acr`` and ``certify/acc@<r>`` through
 Lightning (so every logger and a sweeper see them) and, when a W&B logger is present, the curve as a line plot and
-a table, and the records as an artifact. The run's training time (Lightning's ``Timer``, which the run adds when it
-trains) goes to ``metrics.json["cost"]``, the epoch the certified weights are from to
-``metrics.json["certified_epoch"]``, and the method's first epoch (its card's; 0 for most methods) to
-``metrics.json["method_epoch"]``. The logged ``certify/*`` metrics (and the sweep objective) always come
-from sound certificates; per-input-sigma ones are logged as ``certify_unsound/*``. With ``attack=smoothadv`` the
-certified images are then attacked (:mod:`rsbench.attack`, on process 0) and ``attack/empirical@<r>`` is logged.
+a table, and the records as an artifact. The run's training time (its
+:class:`~rsbench.runs.training_clock.TrainingClock`, which the run adds when it trains) goes to
+``metrics.json["cost"]``, the epoch the certified weights are from to ``metrics.json["certified_epoch"]``, and the
+method's first epoch (its card's; 0 for most methods) to ``metrics.json["method_epoch"]``. The logged ``certify/*``
+metrics (and the sweep objective) always come from sound certificates; per-input-sigma ones are logged as
+``certify_unsound/*``. With ``attack=smoothadv`` the certified images are then attacked (:mod:`rsbench.attack`, on
+process 0) and ``attack/empirical@<r>`` is logged.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from rsbench.certify.plot import accuracy_curve
 from rsbench.certify.records import STEM, CertificationRow
 from rsbench.certify.settings import CertifySettings
 from rsbench.methods.base import SmoothingModule
+from rsbench.runs.training_clock import TrainingClock
 from rsbench.stop import raise_if_stop_requested, stop_requested
 
 log = logging.getLogger(__name__)
@@ -150,14 +152,15 @@ class CertifyCallback(pl.Callback):
 
 
 def training_seconds(trainer: pl.Trainer) -> float | None:
-    """Seconds the run trained for, summed over its resumes (its ``Timer``, restored from its checkpoints).
+    """Seconds the run trained for, summed over the epochs it trained, resumes included (its ``TrainingClock``).
 
-    ``None`` when the run has no ``Timer`` or it never trained (``train=false``).
+    ``None`` when the run has no clock or it never trained (``train=false``). A plain Lightning ``Timer`` (a user's
+    callback) is read as it stands, which a checkpoint loaded for testing may have changed.
     """
     timer = next((c for c in getattr(trainer, "callbacks", []) if isinstance(c, Timer)), None)
     if timer is None:
         return None
-    seconds = timer.time_elapsed("train")
+    seconds = timer.seconds() if isinstance(timer, TrainingClock) else timer.time_elapsed("train")
     return seconds if seconds > 0 else None
 
 

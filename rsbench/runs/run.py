@@ -18,7 +18,7 @@ import pytorch_lightning as pl
 import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
-from pytorch_lightning.callbacks import ModelCheckpoint, Timer
+from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.loggers import Logger, WandbLogger
 from pytorch_lightning.utilities.seed import isolate_rng
 
@@ -39,6 +39,7 @@ from rsbench.runs.precheck import check_method_epoch
 from rsbench.runs.prerequisites import check_given
 from rsbench.runs.progress_lines import TrainingProgress
 from rsbench.runs.quiet import certification_owns_the_display, quiet_lightning
+from rsbench.runs.training_clock import TrainingClock
 from rsbench.runs.training_layout import TrainingLayout, bf16_warning, check_layout
 from rsbench.stop import raise_if_stop_requested
 
@@ -194,7 +195,7 @@ def build_callbacks(cfg: DictConfig) -> list[pl.Callback]:
         certify.append(CertifyCallback(settings, certification_dir(cfg), protocol, attack, method_epoch))
     nodes: Mapping[str, Any] = (cfg.get("callbacks") or {}) if cfg.train else {}
     seeding = [EpochSeed(cfg.seed)] if cfg.train else []  # a resumed run trains exactly as an uninterrupted one
-    timing = [Timer(verbose=False)] if cfg.train else []  # training seconds, kept in checkpoints across resumes
+    timing = [TrainingClock()] if cfg.train else []  # training seconds, kept in checkpoints across resumes
     layout = [TrainingLayout(cfg.get("train_layout", "contiguous"))] if cfg.train else []
     return [*certify, *seeding, *timing, *layout, *(instantiate(node) for node in nodes.values() if node)]
 
@@ -335,8 +336,8 @@ def _starting_point(
         return Start(train=True, fit_ckpt="last", resumed_after=epoch - 1)
     log.info("training finished earlier (%d epochs, %s): going straight to testing and certification", epoch, last)
     for callback in callbacks:  # the training time it recorded (rsbench.runs.certify_callback.training_seconds)
-        if isinstance(callback, Timer) and isinstance(state.get("callbacks", {}).get(callback.state_key), dict):
-            callback.load_state_dict(state["callbacks"][callback.state_key])
+        if isinstance(callback, TrainingClock) and isinstance(state.get("callbacks", {}).get(callback.state_key), dict):
+            callback.settle(state["callbacks"][callback.state_key])
     test_ckpt = checkpoint_file(callbacks, cfg.test_ckpt)
     if test_ckpt is None or not test_ckpt.is_file():
         raise ConfigError(
