@@ -309,11 +309,11 @@ def _run_settings(row: Row) -> list[tuple[str, str]]:
 
 def _check_tsv_path(path: Path, sigma: float | None, dataset: str | None) -> None:
     """Refuse a certify TSV whose sigma or dataset is neither in its path nor given, naming the key to pass."""
-    from rsbench.report.load import DATASETS, ReportError, _sigma_from_path
+    from rsbench.report.load import DATASETS, ReportError, sigma_from_path
 
     if not path.is_file() or path.name == "metrics.json":
         return
-    if sigma is None and _sigma_from_path(path) is None:
+    if sigma is None and sigma_from_path(path) is None:
         raise ReportError(
             f"runs: {path} is a certify TSV whose path names no sigma (noise_0.25, sigma_0.5, sigma=1.0); "
             "pass sigma=<s>"
