@@ -776,7 +776,18 @@ def sequential_table() -> str:
 @fragment("certify-throughput")
 def certify_throughput() -> str:
     """performance: the users' path against the forward pass and Cohen's loop (the study's outputs, quoted whole)."""
-    study = EXPERIMENTS / "certify_throughput"
+    return benchmark_outputs("certify_throughput")
+
+
+@fragment("training-throughput")
+def training_throughput() -> str:
+    """performance: each method's training against a plain PyTorch loop, per layout (the study's outputs, whole)."""
+    return benchmark_outputs("training_throughput")
+
+
+def benchmark_outputs(name: str) -> str:
+    """A benchmark study's machine, then each ``report/*.txt`` quoted whole under the command that wrote it."""
+    study = EXPERIMENTS / name
     card = yaml.safe_load((study / "card.yaml").read_text())
     parts = [f"On {card['machine'][0].lower()}{card['machine'][1:]}"]
     for path in sorted((study / "report").glob("*.txt")):

@@ -5,7 +5,7 @@ order: convolutions on CPUs (oneDNN) and on GPUs (cuDNN, with tensor cores) run 
 The training noise is drawn as before, contiguous and in fp32 in [0,1] pixel space (:mod:`rsbench.noise`), so every
 noisy image has the same values in either layout; only the order in which the convolutions sum their products
 differs, which moves the weights by float rounding (bit-identical only within one layout, machine and thread count).
-Measured on one CPU thread (``python -m rsbench.bench.training_throughput``): LeNet trains about 1.5x faster.
+Measured on one CPU thread: experiments/training_throughput/ (``python -m rsbench.bench.training_throughput``).
 
 The layout is set for the fit only: validation during the fit runs in it too, and the network is returned to the
 contiguous layout when the fit ends, so the test stage and certification run exactly as without the option
@@ -73,8 +73,8 @@ class TrainingLayout(pl.Callback):
 def bf16_warning(precision: object, accelerator: str) -> str | None:
     """A warning when ``trainer.precision`` is bf16 on a CPU without native bf16, else ``None``.
 
-    Without AVX-512 BF16 or AMX, oneDNN emulates bf16 and autocast runs slower than fp32 (6x on a 2-core AMD EPYC
-    with AVX2 for LeNet, ``python -m rsbench.bench.training_throughput``).
+    Without AVX-512 BF16 or AMX, oneDNN emulates bf16 and autocast runs several times slower than fp32 (LeNet on an
+    AMD EPYC with AVX2: experiments/training_throughput/report/gaussian_bf16.txt).
     """
     on_cpu = accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available())
     if not (on_cpu and str(precision).startswith("bf16")):
