@@ -44,6 +44,8 @@ PIPELINE = (
     "sharding",
     "metrics",
     "dual",
+    "validate",
+    "checked_runs",
 )
 
 

@@ -191,7 +191,10 @@ def test_a_cut_cell_returns_its_run_folder_and_unpack_says_how_to_continue_it(da
     assert unpacked.returncode == 0, unpacked.stderr
     assert f"python -m rsbench resume={partial}/no_such_method_sigma0.5 data_dir=" in unpacked.stdout
     assert (partial / "no_such_method_sigma0.5" / "checkpoints" / "last.ckpt").read_text() == "checkpoints/last.ckpt"
-    assert not runs.exists()  # a cut cell is not a record to commit
+    carried = runs / "no_such_method_sigma0.5"  # issue 50: its resumable state, to commit with the cell in_progress
+    assert (carried / "checkpoints" / "last.ckpt").read_text() == "checkpoints/last.ckpt"
+    assert not (carried / "metrics.json").exists()  # not a finished cell's records
+    assert "mark the cell in_progress in the card" in unpacked.stdout
 
 
 def test_a_cell_signalled_as_it_exited_is_done_when_its_status_says_so_and_only_then(

@@ -55,6 +55,7 @@ def in_a_terminal(*args: str, timeout: float = 600) -> tuple[int, str]:
     return process.wait(timeout=60), b"".join(chunks).decode(errors="replace")
 
 
+@pytest.mark.slow  # a whole smoke run in a pseudo-terminal: 33 s on 2 cores
 def test_a_run_in_a_terminal_shows_one_clean_display_per_stage(tmp_path: Path) -> None:
     """In a terminal: no Lightning advert, deprecation warning or model summary; no Lightning test bar under the
     certification bar (which printed a line per image there), and the result line on a line of its own."""
@@ -127,6 +128,7 @@ def test_the_reports_page_released_example_runs_as_typed(
     assert (tmp_path / "report" / "report.md").is_file()
 
 
+@pytest.mark.slow  # two commands in subprocesses: 39 s on 2 cores
 def test_certifying_a_checkpoint_on_another_dataset_warns_and_goes_on(smoke_checkpoint: Path, tmp_path: Path) -> None:
     """An embedded-MNIST LeNet certified on Fashion-MNIST (same shape, same classes: nothing refuses it) gets a
     warning naming both datasets; certification still runs (a transfer study is legitimate)."""

@@ -212,7 +212,7 @@ def test_a_damaged_record_is_refused_before_torch_pandas_or_scipy_load(module: s
 def test_every_committed_released_log_and_study_record_passes_the_checks() -> None:
     """The shipped released logs (with their index's sigma, n and alpha: the six ImageNet logs and two of Cohen et
     al.'s CIFAR-10 ones are consistent with alpha = 0.01 only, as index.csv says) and every committed run."""
-    from rsbench.certify.validate import check_inputs
+    from rsbench.certify.checked_runs import check_inputs
     from rsbench.report.released import catalogue
 
     shipped = [log for log in catalogue(duplicates=True) if log.shipped]

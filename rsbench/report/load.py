@@ -36,9 +36,10 @@ from omegaconf import OmegaConf
 
 from rsbench.attack.records import read_attack_rows
 from rsbench.certify.caps import fixed_n_cap
+from rsbench.certify.checked_runs import check_run
 from rsbench.certify.records import PROTOCOL, CertificationRow
 from rsbench.certify.subset import indices_digest
-from rsbench.certify.validate import FIXED_STEM, Facts, check_run, read_json_object, read_table, sigma_from_path
+from rsbench.certify.validate import FIXED_STEM, Facts, read_json_object, read_table, sigma_from_path
 from rsbench.errors import DamagedFileError, RsbenchError
 from rsbench.methods.card import method_of_log_folder
 from rsbench.report.cost import Cost, run_cost
