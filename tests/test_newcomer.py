@@ -132,28 +132,25 @@ def test_the_reports_page_released_example_runs_as_typed(
 def test_certifying_a_checkpoint_on_another_dataset_warns_and_goes_on(smoke_checkpoint: Path, tmp_path: Path) -> None:
     """An embedded-MNIST LeNet certified on Fashion-MNIST (same shape, same classes: nothing refuses it) gets a
     warning naming both datasets; certification still runs (a transfer study is legitimate)."""
+
+    def certify(dataset: str, run: Path) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "rsbench.certify", f"model.path={smoke_checkpoint}", f"dataset={dataset}"]
+        return subprocess.run(
+            [*command, "certify=smoke", f"hydra.run.dir={run}"],
+            cwd=ROOT,
+            env=environment(),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
     run = tmp_path / "certified"
-    command = [sys.executable, "-m", "rsbench.certify", f"model.path={smoke_checkpoint}", "dataset=fashion_mnist"]
-    done = subprocess.run(
-        [*command, "certify=smoke", f"hydra.run.dir={run}"],
-        cwd=ROOT,
-        env=environment(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = certify("fashion_mnist", run)
     assert done.returncode == 0, done.stderr[-2000:]
     output = done.stdout + done.stderr
     assert "was trained on mnist_embedded, and this run certifies it on fashion_mnist" in output
     assert (run / "metrics.json").is_file()
-    same = subprocess.run(
-        [*command[:-1], "dataset=mnist_embedded", "certify=smoke", f"hydra.run.dir={tmp_path / 'same'}"],
-        cwd=ROOT,
-        env=environment(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    same = certify("mnist_embedded", tmp_path / "same")
     assert same.returncode == 0, same.stderr[-2000:]
     assert "was trained on" not in same.stdout + same.stderr
 
