@@ -191,6 +191,18 @@ def default_run_output() -> str:
     return f"```\n{format_summary(metrics_of(first))}\n```"
 
 
+def default_run_time(metrics: dict[str, Any]) -> str:
+    """The run's training and certification time from its ``metrics.json["cost"]`` ("" for a record without it)."""
+    cost = metrics.get("cost") or {}
+    if cost.get("train_seconds") is None or cost.get("certify_seconds") is None:
+        return ""
+    train, certify = cost["train_seconds"] / 60, cost["certify_seconds"] / 60
+    return (
+        f"It trained for {train:.1f} min and certified for {certify:.1f} min ({cost['threads']} threads; the record's "
+        f"`cost`), about {train + certify:.0f} min in all. "
+    )
+
+
 @fragment("default-run-spread")
 def default_run_spread() -> str:
     """README: where the quoted lines come from, and how far the default run's ACR is known to move."""
@@ -201,6 +213,7 @@ def default_run_spread() -> str:
         f"These lines are the committed record of this run ({study_link(DEFAULT, 0)}: "
         f"{card(DEFAULT).get('machine', devices([first]))}; its commit and date are in "
         "[docs/measurements.md](docs/measurements.md#the-default-run)). "
+        f"{default_run_time(metrics_of(first))}"
         f"The standard error of its ACR over the {len(first.scores)} certified images is {estimate.se:.3f}"
     )
     if len(results) > 1:
