@@ -167,7 +167,7 @@ def test_a_plain_tsv_whose_path_names_no_sigma_or_dataset_is_told_which_key_to_p
     assert "# Leaderboard: Fashion-MNIST" in page
     assert "(your run)" in page
     assert main(["sigma=-1"]) == 2
-    assert "sigma=-1 must be a noise level > 0" in capsys.readouterr().err
+    assert "sigma must be a number > 0" in capsys.readouterr().err
 
 
 def test_the_cards_provenance_notes_reach_the_board() -> None:

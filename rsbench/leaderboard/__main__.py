@@ -7,7 +7,8 @@ Examples::
     python -m rsbench.leaderboard dataset=imagenet clones=[../smoothing] out=leaderboard
     python -m rsbench.leaderboard pages=docs/leaderboard
 
-Keys (Hydra-style ``key=value``; lists as ``[a,b]``):
+Keys (Hydra overrides composed from ``conf/leaderboard/leaderboard.yaml``; lists as ``[a,b]``; a path holding ``=``
+or ``,`` quoted: ``runs=['multirun/x/0_seed=0,sigma=1.0']``):
 
     dataset       cifar10, imagenet, mnist, fashion_mnist (or a dataset of your runs); default: all of them
     runs          run or sweep folders, metrics.json files or certify TSVs to join the boards
@@ -29,28 +30,18 @@ Arguments are checked before anything heavy is imported: a bad one gets one ``rs
 
 from __future__ import annotations
 
+import difflib
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 DATASETS = ("cifar10", "imagenet", "mnist", "fashion_mnist", "mnist_embedded", "cifar100", "svhn")
 CI_METHODS = ("beta", "wilson", "agresti_coull", "jeffreys", "normal")
-KEYS = (
-    "dataset",
-    "runs",
-    "sigma",
-    "clones",
-    "radii",
-    "out",
-    "pages",
-    "confidence",
-    "ci_method",
-    "acr_interval",
-    "plot",
-)
+CONFIG = "leaderboard"
+"""The command's config, ``conf/leaderboard/leaderboard.yaml``: its keys and defaults (its own folder, so that
+``dataset=`` is a value here, not a choice of the ``conf/dataset`` group)."""
 
 
 class UsageError(Exception):
@@ -74,104 +65,133 @@ class Arguments:
     plot: bool = True
 
 
-def parse(argv: list[str]) -> Arguments:
-    """Read ``key=value`` arguments and check every one (paths exist, numbers in range, names known).
+def parse(argv: Sequence[str]) -> Arguments:
+    """Compose ``conf/leaderboard.yaml`` with the overrides ``argv`` and check every value (torch-free).
 
     >>> parse(["dataset=cifar10", "radii=[0,0.5]"]).radii
     [0.0, 0.5]
 
     Raises:
-        UsageError: a key is unknown, given twice, or its value is not allowed.
+        UsageError: a key is unknown (with the close names), or its value is not allowed.
     """
-    values: dict[str, str] = {}
-    for argument in argv:
-        key, equals, value = argument.partition("=")
-        key = key.removeprefix("--").replace("-", "_")
-        if not equals:
-            raise UsageError(f"{argument!r} is not key=value; keys: {', '.join(KEYS)}")
-        if key not in KEYS:
-            raise UsageError(f"unknown key {key!r}; keys: {', '.join(KEYS)}")
-        if key in values:
-            raise UsageError(f"{key} given twice")
-        values[key] = value
-    args = Arguments()
-    if "dataset" in values:
-        datasets = [str(d) for d in _list(values["dataset"])]
-        if datasets != ["all"]:
-            unknown = [d for d in datasets if d not in DATASETS]
-            if unknown:
-                raise UsageError(f"dataset={unknown[0]} is not one of {', '.join(DATASETS)} (or all)")
-            args.datasets = datasets
-    for key in ("runs", "clones"):
-        paths = [Path(str(p)) for p in _list(values.get(key, "[]"))]
-        missing = [p for p in paths if not p.exists()]
-        if missing:
-            raise UsageError(f"{key}: {missing[0]} does not exist")
-        if key == "clones" and any(not p.is_dir() for p in paths):
-            raise UsageError(f"clones: {next(p for p in paths if not p.is_dir())} is not a folder (a git clone)")
-        setattr(args, key, paths)
-    if "radii" in values:
-        radii = _list(values["radii"])
-        if not radii or not all(isinstance(r, int | float) and not isinstance(r, bool) and r >= 0 for r in radii):
-            raise UsageError(f"radii={values['radii']} must be a list of radii >= 0, e.g. radii=[0,0.25,0.5]")
-        args.radii = sorted({float(r) for r in radii})
-    for key in ("out", "pages"):
-        if key in values:
-            path = Path(values[key])
-            if path.exists() and not path.is_dir():
-                raise UsageError(f"{key}={path} is a file; give a folder")
-            setattr(args, key, path)
+    config = _compose(argv)
+    args = Arguments(
+        datasets=_datasets(config["dataset"]),
+        runs=_existing("runs", config["runs"]),
+        clones=_existing("clones", config["clones"]),
+        radii=_radii(config["radii"]),
+        out=_folder("out", config["out"]),
+        pages=_folder("pages", config["pages"]),
+        sigma=_sigma(config["sigma"]),
+        confidence=_confidence(config["confidence"]),
+        ci_method=_one_of("ci_method", config["ci_method"], CI_METHODS),
+        acr_interval=_one_of("acr_interval", config["acr_interval"], ("t", "bootstrap")),
+        plot=bool(config["plot"]),
+    )
+    if any(c.is_file() for c in args.clones):
+        raise UsageError(f"clones: {next(c for c in args.clones if c.is_file())} is not a folder (a git clone)")
     if args.pages is not None and (args.runs or args.out or args.datasets or args.clones):
         raise UsageError(
             "pages= writes the published pages of every dataset alone; use out= with runs, dataset, clones"
         )
-    if "sigma" in values:
-        sigma = _scalar(values["sigma"])
-        if not isinstance(sigma, float) or not sigma > 0:
-            raise UsageError(f"sigma={values['sigma']} must be a noise level > 0, e.g. sigma=0.25")
-        args.sigma = sigma
-    if "confidence" in values:
-        confidence = _scalar(values["confidence"])
-        if not isinstance(confidence, float) or not 0 < confidence < 1:
-            raise UsageError(f"confidence={values['confidence']} must be a number between 0 and 1, e.g. 0.95")
-        args.confidence = confidence
-    if "ci_method" in values:
-        if values["ci_method"] not in CI_METHODS:
-            raise UsageError(f"ci_method={values['ci_method']} is not one of {', '.join(CI_METHODS)}")
-        args.ci_method = values["ci_method"]
-    if "acr_interval" in values:
-        if values["acr_interval"] not in ("t", "bootstrap"):
-            raise UsageError(f"acr_interval={values['acr_interval']} is not t or bootstrap")
-        args.acr_interval = values["acr_interval"]
-    if "plot" in values:
-        plot = _scalar(values["plot"])
-        if not isinstance(plot, bool):
-            raise UsageError(f"plot={values['plot']} is not true or false")
-        args.plot = plot
     return args
 
 
-def _scalar(text: str) -> Any:
+def _compose(argv: Sequence[str]) -> dict[str, Any]:
+    """The config composed as Hydra composes it, after :func:`rsbench.runs.request.check_request` (did-you-mean)."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from rsbench.errors import ConfigError
+    from rsbench.runs.cli import config_dir
+    from rsbench.runs.request import check_request
+
+    folder = config_dir() / CONFIG
+    keys = list(OmegaConf.load(folder / f"{CONFIG}.yaml"))
+    for argument in argv:
+        key, equals, _ = argument.partition("=")
+        if not equals:
+            raise UsageError(f"{argument!r} is not key=value; keys: {', '.join(keys)}")
+        if key not in keys:
+            close = difflib.get_close_matches(key, keys, n=2, cutoff=0.6)
+            hint = f"did you mean {' or '.join(close)}? " if close else ""
+            raise UsageError(f"unknown key {key!r}; {hint}(keys: {', '.join(keys)})")
     try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
-    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+        check_request(list(argv), CONFIG, folder)  # the values' kinds (plot=maybe, sigma=-1)
+        with initialize_config_dir(version_base="1.3", config_dir=str(folder)):
+            config = compose(CONFIG, overrides=list(argv))
+    except ConfigError as error:
+        raise UsageError(str(error)) from None
+    except Exception as error:  # Hydra's own refusal of the syntax: its first line says where
+        first = str(error).strip().splitlines()[0]
+        raise UsageError(
+            f"cannot read {' '.join(argv)!r}: {first} (quote a value holding = or , e.g. runs=['sweep/seed=0,s=1'])"
+        ) from None
+    return dict(OmegaConf.to_container(config, resolve=True))  # type: ignore[arg-type]
 
 
-def _list(text: str) -> list[Any]:
-    """``[a,b]``, ``a,b`` or ``a`` as a list (items parsed as YAML scalars: numbers become numbers)."""
-    inner = text.strip()
-    if inner.startswith("[") and inner.endswith("]"):
-        inner = inner[1:-1]
-    items = [item.strip() for item in inner.split(",") if item.strip()]
-    parsed = []
-    for item in items:
-        try:
-            parsed.append(yaml.safe_load(item))
-        except yaml.YAMLError:
-            parsed.append(item)
-    return [item if item is not None else "null" for item in parsed]
+def _as_list(value: Any) -> list[Any]:
+    """A list value, a single value as a one-item list, ``None`` as no items."""
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list | tuple) else [value]
+
+
+def _datasets(value: Any) -> list[str] | None:
+    datasets = [str(d) for d in _as_list(value)]
+    if datasets in (["all"], []):
+        return None
+    unknown = [d for d in datasets if d not in DATASETS]
+    if unknown:
+        raise UsageError(f"dataset={unknown[0]} is not one of {', '.join(DATASETS)} (or all)")
+    return datasets
+
+
+def _existing(key: str, value: Any) -> list[Path]:
+    paths = [Path(str(p)) for p in _as_list(value)]
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        raise UsageError(f"{key}: {missing[0]} does not exist")
+    return paths
+
+
+def _radii(value: Any) -> list[float] | None:
+    if value is None:
+        return None
+    radii = _as_list(value)
+    if not radii or not all(isinstance(r, int | float) and not isinstance(r, bool) and r >= 0 for r in radii):
+        shown = "[" + ",".join(str(r) for r in radii) + "]"
+        raise UsageError(f"radii={shown} must be a list of radii >= 0, e.g. radii=[0,0.25,0.5]")
+    return sorted({float(r) for r in radii})
+
+
+def _folder(key: str, value: Any) -> Path | None:
+    if value is None:
+        return None
+    path = Path(str(value))
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{key}={path} is a file; give a folder")
+    return path
+
+
+def _sigma(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise UsageError(f"sigma={value} must be a noise level > 0, e.g. sigma=0.25")
+    return float(value)
+
+
+def _confidence(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+        raise UsageError(f"confidence={value} must be a number between 0 and 1, e.g. 0.95")
+    return float(value)
+
+
+def _one_of(key: str, value: Any, allowed: Sequence[str]) -> str:
+    if str(value) not in allowed:
+        raise UsageError(f"{key}={value} is not one of {', '.join(allowed)}")
+    return str(value)
 
 
 def main(argv: list[str] | None = None) -> int:

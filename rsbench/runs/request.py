@@ -31,12 +31,13 @@ class _Override:
     adds: bool  # +key=, ++key= or ~key: the key need not exist
 
 
-def check_request(argv: Sequence[str], config_name: str) -> None:
+def check_request(argv: Sequence[str], config_name: str, folder: Path | None = None) -> None:
     """Refuse a command line whose options, keys or values cannot be right, before anything heavy is imported.
 
     Args:
         argv: the command line (after ``resume=`` was expanded).
-        config_name: the command's primary config in ``conf/``.
+        config_name: the command's primary config in ``folder``.
+        folder: the command's config folder (default: ``conf/``, :func:`rsbench.runs.cli.config_dir`).
 
     Raises:
         ConfigError: naming the override, what is allowed, and the close names.
@@ -44,12 +45,13 @@ def check_request(argv: Sequence[str], config_name: str) -> None:
     overrides = _parse(argv)
     if overrides is None:
         return  # Hydra's own parser will name the syntax error
-    search = _search_dirs(overrides)
+    folder = folder or config_dir()
+    search = _search_dirs(overrides, folder)
     groups = [o for o in overrides if search is not None and _is_group(o.key, search)]
     for override in groups:
         assert search is not None
         _check_options(override, search)
-    base = _compose(config_name, [o for o in overrides if o in groups or o.key.startswith("hydra.")])
+    base = _compose(config_name, [o for o in overrides if o in groups or o.key.startswith("hydra.")], folder)
     if base is None:
         return
     for override in overrides:
@@ -85,9 +87,9 @@ def _parse(argv: Sequence[str]) -> list[_Override] | None:
     return parsed
 
 
-def _search_dirs(overrides: Iterable[_Override]) -> list[Path] | None:
-    """rsbench's configs and the ``file://`` folders of ``hydra.searchpath`` (``None`` if a ``pkg://`` one is in it)."""
-    folders = [config_dir()]
+def _search_dirs(overrides: Iterable[_Override], folder: Path) -> list[Path] | None:
+    """``folder`` and the ``file://`` folders of ``hydra.searchpath`` (``None`` if a ``pkg://`` one is in it)."""
+    folders = [folder]
     for override in overrides:
         if override.key != "hydra.searchpath" or not override.values:
             continue
@@ -112,7 +114,7 @@ def _check_options(override: _Override, search: Sequence[Path]) -> None:
             check_choice(override.key, value, options)
 
 
-def _compose(config_name: str, overrides: Sequence[_Override]) -> Any:
+def _compose(config_name: str, overrides: Sequence[_Override], folder: Path) -> Any:
     """The config with the command line's group choices (a sweep's first value) and no other override."""
     from hydra import compose, initialize_config_dir
 
@@ -123,7 +125,7 @@ def _compose(config_name: str, overrides: Sequence[_Override]) -> Any:
         elif override.values or override.key.startswith("hydra."):
             chosen.append(override.text)
     try:
-        with initialize_config_dir(version_base="1.3", config_dir=str(config_dir())):
+        with initialize_config_dir(version_base="1.3", config_dir=str(folder)):
             return compose(config_name, overrides=chosen)
     except Exception:  # anything Hydra refuses here, it names itself when the run composes
         return None
