@@ -23,23 +23,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rsbench.methods.card import shown_name
 from rsbench.report.load import Result
 from rsbench.report.released import ReleasedLog, Summary, catalogue, source_cards, training_logs
 from rsbench.report.rows import Row, group_rows
 
-METHODS = {
-    "gaussian": "Gaussian",
-    "stability": "Stability",
-    "smoothadv": "SmoothAdv",
-    "macer": "MACER",
-    "consistency": "Consistency",
-    "smoothmix": "SmoothMix",
-    "catrs": "CAT-RS",
-    "sun2025": "Sun et al.'s training",
-    "ddrs": "DDRS",
-    "denoiser": "Denoised",
-    "standard": "Standard",
-}
 DEFAULT_ARCHS = {"cifar10": "cifar_resnet110", "mnist": "lenet", "fashion_mnist": "lenet", "imagenet": "resnet50"}
 L2 = "l2 (gaussian noise)"
 
@@ -246,7 +234,7 @@ def run_entries(paths: Iterable[Path], sigma: float | None = None, dataset: str 
     for row in rows:
         first = row.first
         settings = " ".join(f"{k}={v}" for k, v in _run_settings(row))
-        label = f"{METHODS.get(first.method, first.method)}{' ' + first.variant if first.variant else ''}"
+        label = f"{shown_name(first.method)}{' ' + first.variant if first.variant else ''}"
         label += f" ({settings})" if settings else ""
         source = ", ".join(sorted({_run_name(r) for r in row.results}))
         entries.append(
@@ -357,7 +345,7 @@ def _label(log: ReleasedLog, copies: Sequence[ReleasedLog] = ()) -> str:
     A log without a stated configuration takes the one of an identical copy that states it (CAT-RS's SmoothAdv logs
     are Salman et al.'s files).
     """
-    label = METHODS.get(log.method, log.method)
+    label = shown_name(log.method)
     hparams, setting = log.hparams, log.setting
     for copy in copies:
         if not hparams and not setting and (copy.hparams or copy.setting):

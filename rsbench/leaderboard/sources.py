@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from rsbench.methods.card import method_of_log_folder
+
 CIFAR_ARCHS = {
     "resnet110": "cifar_resnet110",
     "cifar_resnet110": "cifar_resnet110",
@@ -48,7 +50,8 @@ class Parsed:
     """What a log certifies, read from its path.
 
     Attributes:
-        method: rsbench's method name (``sun2025`` for Sun et al.'s training, which rsbench does not implement).
+        method: rsbench's method name (where a folder names it, the method whose card lists that folder in its
+            ``log_folders``: ``cat-rs`` is catrs, Sun et al.'s ``ours`` sun2025).
         dataset, arch: rsbench's names.
         sigma: the noise level the log certifies at.
         trained_sigma: the noise level the model was trained at (differs from ``sigma`` in Cohen et al.'s
@@ -91,21 +94,14 @@ def parse(source: str, path: str) -> Parsed | None:
 def _catrs(path: str) -> Parsed | None:
     parts = path.split("/")
     folders = {"cifar10": "cifar10", "mnist": "mnist", "fmnist": "fashion_mnist"}
-    methods = {
-        "cohen": "gaussian",
-        "stab": "stability",
-        "salman": "smoothadv",
-        "macer": "macer",
-        "consistency": "consistency",
-        "smoothmix": "smoothmix",
-        "cat-rs": "catrs",
-    }
     if path == "data/imagenet/noise_1.0.tsv":
         return Parsed("catrs", "imagenet", "resnet50", 1.0, 1.0, training=TRAIN_SETS["imagenet"])
     if not path.endswith(".tsv") or len(parts) < 4 or parts[0] != "data" or parts[1] not in folders:
         return None
     dataset, sigma = folders[parts[1]], float(parts[2].removeprefix("noise_"))
-    method = methods[parts[3]] if len(parts) == 5 else "catrs"  # data/mnist/noise_s/noise_s.tsv: CAT-RS (App. C)
+    # data/<dataset>/noise_<s>/<folder>/: the method whose card lists the folder; data/mnist/noise_s/noise_s.tsv: CAT-RS
+    # (App. C)
+    method = method_of_log_folder(parts[3]) if len(parts) == 5 else "catrs"
     variant = ""
     if method == "smoothmix" and dataset == "cifar10":
         # CAT-RS EXPERIMENTS.MD: SmoothMix's released CIFAR-10 models use the one-step adversary at sigma 0.5 and 1.0;
@@ -289,7 +285,7 @@ def _sun(path: str) -> Parsed | None:
     match = re.fullmatch(r"data/certify/(cifar10|imagenet)/(\w+)/noise_([\d.]+?)(?:\.tsv)?", path)
     if match:
         dataset, folder, sigma = match.groups()
-        method = {"ours": "sun2025"}.get(folder, folder)
+        method = method_of_log_folder(folder)  # "ours": sun2025; the other folders are rsbench's names
         return Parsed(method, dataset, DATASET_ARCHS[dataset], float(sigma), float(sigma), training=TRAIN_SETS[dataset])
     match = re.fullmatch(r"test/certify/(cifar10|imagenet)/(.+)/(\d+)/noise_([\d.]+?)\.tsv", path)
     if match:
