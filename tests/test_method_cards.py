@@ -101,7 +101,13 @@ def test_what_the_readers_read_from_the_cards_is_what_their_tables_said() -> Non
         "smoothmix",
     }
     folders = {folder: card.name for card in cards() for folder in card.log_folders if folder != card.name}
-    assert folders == {"cohen": "gaussian", "stab": "stability", "salman": "smoothadv", "cat-rs": "catrs"}
+    assert folders == {
+        "cohen": "gaussian",
+        "stab": "stability",
+        "salman": "smoothadv",
+        "cat-rs": "catrs",
+        "ours": "sun2025",
+    }
     assert {m: train_loss_column(m) for m in METHOD_CONFIGS if train_loss_column(m) != "train/loss_epoch"} == {
         "consistency": "train/cross_entropy",
         "stability": "train/cross_entropy",
@@ -113,6 +119,62 @@ def test_what_the_readers_read_from_the_cards_is_what_their_tables_said() -> Non
     assert {"method.teacher_ckpt", "method.teacher_cache_dir"} <= path_keys()
     assert "method.teacher_batch_size" in execution_keys()
     assert "method.teacher_batch_size" in free_keys()
+
+
+def test_what_the_tables_and_lora_read_from_the_cards_is_what_their_tables_said() -> None:
+    """The leaderboard's labels, the docs' methods table and LoRA's refusals as they stood in their own tables."""
+    assert {card.name: card.shown_name for card in cards() if card.title} == {
+        "gaussian": "Gaussian",
+        "stability": "Stability",
+        "smoothadv": "SmoothAdv",
+        "macer": "MACER",
+        "consistency": "Consistency",
+        "smoothmix": "SmoothMix",
+        "catrs": "CAT-RS",
+        "sun2025": "Sun et al.'s training",
+        "ddrs": "DDRS",
+        "denoiser": "Denoised",
+        "standard": "Standard",
+    }
+    assert registry.shown_name("router") == "router"
+    assert registry.shown_name("no_such_method") == "no_such_method"
+    assert {card.name: card.citation for card in registry.table_methods()} == {
+        "gaussian": "Cohen et al., ICML 2019",
+        "stability": "Li et al., NeurIPS 2019",
+        "consistency": "Jeong and Shin, NeurIPS 2020",
+        "macer": "Zhai et al., ICLR 2020",
+        "smoothadv": "Salman et al., NeurIPS 2019",
+        "smoothmix": "Jeong et al., NeurIPS 2021",
+        "catrs": "Jeong, Kim and Shin, AAAI 2023",
+        "sun2025": "Sun, Mao, Müller and Vechev, ICML 2025",
+    }
+    assert [card.name for card in registry.table_methods()][:3] == ["gaussian", "stability", "consistency"]
+    assert {c.name: dict(c.published_sources) for c in cards() if c.published_sources} == {
+        "catrs": {"mnist": "catrs2023_logs_mnist"},
+        "sun2025": {"cifar10": "sun2025_logs_cifar10"},
+    }
+    assert {c.name: dict(c.published_variants) for c in cards() if c.published_variants} == {
+        "smoothmix": {"mnist": "eta=5;one_step=false"}
+    }
+    assert {card.name for card in cards() if card.lora_refusal} == {"denoiser", "catrs"}
+
+
+def test_two_cards_in_one_place_of_the_methods_table_are_refused(toy_card: MethodCard) -> None:
+    clash = MethodCard(
+        name="toy_clash",
+        target="rsbench.methods.gaussian.GaussianAugmentation",
+        paper="Clash et al., 2031",
+        citation="Clash et al., 2031",
+        methods_table=1,
+    )
+    registry.register(clash)
+    try:
+        with pytest.raises(ValueError, match="gaussian, toy_clash claim the same methods_table place 1"):
+            registry.table_methods()
+    finally:
+        registry.unregister(clash.name)
+    with pytest.raises(ValueError, match="methods_table must be a place >= 1 and needs a citation"):
+        MethodCard(name="x", target="a.B", paper="p", methods_table=2)
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ import pytest
 from rsbench.errors import ConfigError
 from rsbench.models import builders
 from rsbench.runs import job, precheck
+from rsbench.runs.datasets import dataset_info, datasets
 from rsbench.runs.lock import RunLock
 from tests.helpers import ROOT, compose_config
 from tests.test_cli import HEAVY, environment
@@ -197,13 +198,13 @@ def test_each_model_file_message_is_the_builders(target: str, tmp_path: Path) ->
 def test_the_early_facts_are_the_runs() -> None:
     from rsbench.data.sources import EMBEDDED_TEST_SIZE
 
-    assert precheck.TEST_SPLIT_SIZES["rsbench.data.sources.embedded_mnist"] == EMBEDDED_TEST_SIZE
+    assert dataset_info("mnist_embedded").test_size == EMBEDDED_TEST_SIZE
     assert precheck.RANK_VARIABLES == job.RANK_VARIABLES
-    stock = {str(path.stem): path for path in (ROOT / "conf" / "dataset").glob("*.yaml")}
-    for name in stock:
-        assert f"rsbench.data.sources.{'embedded_mnist' if name == 'mnist_embedded' else name}" in (
-            precheck.TEST_SPLIT_SIZES
-        )
+    stock = sorted(str(path.stem) for path in (ROOT / "conf" / "dataset").glob("*.yaml"))
+    assert sorted(datasets()) == stock
+    sizes = {name: compose_config(f"dataset={name}").dataset.test_size for name in stock}
+    assert sizes == {name: datasets()[name].test_size for name in stock}  # what the checks before a run read
+    assert all(isinstance(size, int) and size > 0 for size in sizes.values())
 
 
 @pytest.mark.parametrize("change", ["n=0", "n0=-3", "alpha=2.0", "start=-1", "skip=0", "max_images=0"])

@@ -37,6 +37,7 @@ import yaml  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from rsbench.certify.summary import format_summary  # noqa: E402
+from rsbench.methods.card import method_card, table_methods  # noqa: E402
 from rsbench.report.against_released import compare_released, matching_log  # noqa: E402
 from rsbench.report.build import build_sections  # noqa: E402
 from rsbench.report.load import Result, find_results  # noqa: E402
@@ -251,24 +252,10 @@ def measurements_default_run() -> str:
 
 # --- published numbers and the methods table ---------------------------------------------------------------------
 
-PAPERS = {
-    "gaussian": "Cohen et al., ICML 2019",
-    "stability": "Li et al., NeurIPS 2019",
-    "consistency": "Jeong and Shin, NeurIPS 2020",
-    "macer": "Zhai et al., ICLR 2020",
-    "smoothadv": "Salman et al., NeurIPS 2019",
-    "smoothmix": "Jeong et al., NeurIPS 2021",
-    "catrs": "Jeong, Kim and Shin, AAAI 2023",
-    "sun2025": "Sun, Mao, Müller and Vechev, ICML 2025",
-}
-TABLE_METHODS = tuple(PAPERS)
-PUBLISHED_SOURCES = {  # the line each dataset's default follows: (source id, variant for smoothmix) per dataset
+PUBLISHED_SOURCES = {  # the line each dataset's default follows (a card's published_sources says where it does not)
     "cifar10": "catrs2023_table1",
     "mnist": "smoothmix2021_table2",
     "fashion_mnist": "catrs2023_logs_fmnist",
-}
-OWN_SOURCES = {  # a method newer than those lines: its authors' own released runs, per dataset
-    ("cifar10", "sun2025"): "sun2025_logs_cifar10",
 }
 FASHION = "fashion_mnist_table"
 STUDIES = {"sun2025": "embedded_mnist_sun2025"}  # a method not yet in the Fashion-MNIST table: its own study
@@ -287,15 +274,10 @@ def published_acr(source: str, method: str, variant: str | None = None) -> dict[
 
 
 def published_cell(dataset: str, method: str) -> tuple[str, str]:
-    """The ACR triple a default reproduces on ``dataset`` and where it is from."""
-    source = PUBLISHED_SOURCES[dataset]
-    variant = "eta=5;one_step=false" if (dataset, method) == ("mnist", "smoothmix") else None
-    values = published_acr(source, method, variant)
-    if not values and dataset == "mnist":
-        source, values = "catrs2023_logs_mnist", published_acr("catrs2023_logs_mnist", method)
-    if not values and (dataset, method) in OWN_SOURCES:
-        source = OWN_SOURCES[dataset, method]
-        values = published_acr(source, method)
+    """The ACR triple a default reproduces on ``dataset`` and where it is from (the dataset's line, or its card's)."""
+    card = method_card(method)
+    source = card.published_sources.get(dataset, PUBLISHED_SOURCES[dataset])
+    values = published_acr(source, method, card.published_variants.get(dataset))
     return acr_triple(values), source
 
 
@@ -332,14 +314,15 @@ def methods_table() -> str:
         "[95% interval] at sigma 0.25 / 0.5 / 1.0 | Study |",
         "|---|---|---|---|---|",
     ]
-    for method in TABLE_METHODS:
+    for card in table_methods():
+        method = card.name
         cifar, _ = published_cell("cifar10", method)
         fashion, _ = published_cell("fashion_mnist", method)
         ours = comparison[comparison["method"] == method] if not comparison.empty else comparison
         deltas = {float(line["sigma_value"]): str(line["ΔACR"]) for _, line in ours.iterrows()}
         result = acr_triple(deltas)
         study = study_link(STUDIES.get(method, FASHION), 0)
-        lines.append(f"| `{method}` | {PAPERS[method]} | {cifar}; {fashion} | {result} | {study} |")
+        lines.append(f"| `{method}` | {card.citation} | {cifar}; {fashion} | {result} | {study} |")
     return "\n".join(lines)
 
 
@@ -351,7 +334,7 @@ def published_defaults() -> str:
         "|---|---|---|---|",
     ]
     sources: set[str] = set()
-    for method in TABLE_METHODS:
+    for method in (card.name for card in table_methods()):
         cells = []
         for dataset in PUBLISHED_SOURCES:
             triple, source = published_cell(dataset, method)

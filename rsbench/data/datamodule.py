@@ -60,6 +60,13 @@ class ImageDataModule(pl.LightningDataModule):
         download: whether a missing torchvision dataset may be downloaded.
         split_seed: the seed of the validation split.
         pin_memory: pin host memory for faster GPU transfer.
+        title: its name in tables (``CIFAR-10``).
+        test_size: the images of its test split, as published (the checks before a run refuse a certified subset
+            beyond it; ``None``: not stated).
+        published_as: the dataset whose published results a run on it stands beside (``None``: itself).
+        aliases: its other names in released logs' paths.
+
+    The last four are facts the tools read from the config (:mod:`rsbench.runs.datasets`); loading ignores them.
     """
 
     def __init__(
@@ -79,6 +86,10 @@ class ImageDataModule(pl.LightningDataModule):
         download: bool = True,
         split_seed: int = 0,
         pin_memory: bool = False,
+        title: str = "",
+        test_size: int | None = None,
+        published_as: str | None = None,
+        aliases: Sequence[str] = (),
     ) -> None:
         super().__init__()
         for key, value in {"batch_size": batch_size, "num_classes": num_classes}.items():
@@ -101,6 +112,10 @@ class ImageDataModule(pl.LightningDataModule):
         self.download = download
         self.split_seed = split_seed
         self.pin_memory = pin_memory
+        self.title = title or name
+        self.test_size = test_size
+        self.published_as = published_as or name
+        self.aliases = tuple(aliases)
         self.train_transform, self.eval_transform = build_transforms(augmentation, self.image_shape[-1])
         self.train_dataset: IndexedDataset | None = None
         self.val_dataset: Dataset | None = None

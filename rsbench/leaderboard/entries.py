@@ -23,24 +23,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rsbench.methods.card import shown_name
 from rsbench.report.load import Result
 from rsbench.report.released import ReleasedLog, Summary, catalogue, source_cards, training_logs
 from rsbench.report.rows import Row, group_rows
+from rsbench.runs.datasets import find_dataset, path_names
 
-METHODS = {
-    "gaussian": "Gaussian",
-    "stability": "Stability",
-    "smoothadv": "SmoothAdv",
-    "macer": "MACER",
-    "consistency": "Consistency",
-    "smoothmix": "SmoothMix",
-    "catrs": "CAT-RS",
-    "sun2025": "Sun et al.'s training",
-    "ddrs": "DDRS",
-    "denoiser": "Denoised",
-    "standard": "Standard",
-}
-DEFAULT_ARCHS = {"cifar10": "cifar_resnet110", "mnist": "lenet", "fashion_mnist": "lenet", "imagenet": "resnet50"}
 L2 = "l2 (gaussian noise)"
 
 
@@ -246,7 +234,7 @@ def run_entries(paths: Iterable[Path], sigma: float | None = None, dataset: str 
     for row in rows:
         first = row.first
         settings = " ".join(f"{k}={v}" for k, v in _run_settings(row))
-        label = f"{METHODS.get(first.method, first.method)}{' ' + first.variant if first.variant else ''}"
+        label = f"{shown_name(first.method)}{' ' + first.variant if first.variant else ''}"
         label += f" ({settings})" if settings else ""
         source = ", ".join(sorted({_run_name(r) for r in row.results}))
         entries.append(
@@ -309,7 +297,7 @@ def _run_settings(row: Row) -> list[tuple[str, str]]:
 
 def _check_tsv_path(path: Path, sigma: float | None, dataset: str | None) -> None:
     """Refuse a certify TSV whose sigma or dataset is neither in its path nor given, naming the key to pass."""
-    from rsbench.report.load import DATASETS, ReportError, sigma_from_path
+    from rsbench.report.load import ReportError, sigma_from_path
 
     if not path.is_file() or path.name == "metrics.json":
         return
@@ -318,9 +306,9 @@ def _check_tsv_path(path: Path, sigma: float | None, dataset: str | None) -> Non
             f"runs: {path} is a certify TSV whose path names no sigma (noise_0.25, sigma_0.5, sigma=1.0); "
             "pass sigma=<s>"
         )
-    if dataset is None and not any(d in [p.lower() for p in path.parts] for d in DATASETS):
+    if dataset is None and not any(d in [p.lower() for p in path.parts] for d in path_names()):
         raise ReportError(
-            f"runs: {path} is a certify TSV whose path names no dataset (a folder {', '.join(DATASETS)}); "
+            f"runs: {path} is a certify TSV whose path names no dataset (a folder {', '.join(path_names())}); "
             "pass dataset=<name> (one dataset)"
         )
 
@@ -335,7 +323,8 @@ def _named(entries: list[Entry]) -> list[Entry]:
     from dataclasses import replace
 
     def base(entry: Entry, training: bool) -> str:
-        arch = f", {entry.arch}" if entry.arch != DEFAULT_ARCHS.get(entry.dataset, entry.arch) else ""
+        info = find_dataset(entry.dataset)
+        arch = f", {entry.arch}" if info is not None and entry.arch != info.arch else ""
         data = f", {entry.training}" if training and entry.training else ""
         return f"{entry.label} [{entry.source_text}{arch}{data}, σ={entry.sigma:g}]"
 
@@ -357,7 +346,7 @@ def _label(log: ReleasedLog, copies: Sequence[ReleasedLog] = ()) -> str:
     A log without a stated configuration takes the one of an identical copy that states it (CAT-RS's SmoothAdv logs
     are Salman et al.'s files).
     """
-    label = METHODS.get(log.method, log.method)
+    label = shown_name(log.method)
     hparams, setting = log.hparams, log.setting
     for copy in copies:
         if not hparams and not setting and (copy.hparams or copy.setting):
@@ -437,9 +426,10 @@ def _epsilon(text: str) -> str:
 
 def _short_training(training: str, dataset: str) -> str:
     """What was added to the dataset's own training set, in a few words ("" for nothing)."""
-    from rsbench.leaderboard.sources import PRETRAINED, SELF_TRAINED, TRAIN_SETS
+    from rsbench.leaderboard.sources import PRETRAINED, SELF_TRAINED
 
-    if training == TRAIN_SETS.get(dataset, ""):
+    info = find_dataset(dataset)
+    if info is not None and training == info.training_set:
         return ""
     if training.startswith(PRETRAINED) and "self-training" in training:
         return "ImageNet32 pre-training + self-training"
@@ -476,7 +466,7 @@ def _run_subset(result: Result) -> str:
     from rsbench.leaderboard.importer import subset_rule
 
     size = result.protocol.get("test_size")
-    if result.dataset not in DEFAULT_ARCHS and not size:
+    if find_dataset(result.dataset) is None and not size:
         return f"{len(result.images):,} test images (subset {result.protocol.get('subset')})"
     return subset_rule(list(result.images), result.dataset, size=int(size) if size else None)
 

@@ -45,11 +45,11 @@ import pandas as pd
 import yaml
 
 from rsbench.certify.caps import fixed_n_cap
-from rsbench.leaderboard.sources import DATASET_ARCHS, Parsed, parse
+from rsbench.leaderboard.sources import Parsed, parse
+from rsbench.runs.datasets import dataset_info, find_dataset
 
 TARGET = Path(__file__).resolve().parents[1] / "report" / "released"
 GRID = [k / 16 for k in range(65)]  # radii of summary.csv's counts: 0, 1/16, ..., 4
-TEST_SIZES = {"cifar10": 10_000, "mnist": 10_000, "fashion_mnist": 10_000, "imagenet": 50_000}
 COLUMNS = ["idx", "label", "predict", "radius", "correct"]
 LEGACY = "catrs2023"  # the first source rsbench shipped: its files keep their layout (<dataset>/<method>/sigma_<s>)
 REPORT_DATASETS = ("cifar10", "mnist", "fashion_mnist")  # the CAT-RS logs the report pairs with (released_logs())
@@ -118,7 +118,7 @@ def holds(repo: Path, commit: str) -> bool:
 
 
 def subset_rule(indices: Sequence[int], dataset: str, split: str = "test", size: int | None = None) -> str:
-    """The images a log certified, as a rule a reader can check (``size``: the test set's, where not a known dataset's).
+    """The images a log certified, as a rule a reader can check (``size``: the test set's, else its config's).
 
     >>> subset_rule(range(0, 10000, 20), "cifar10")
     'every 20th test image (500)'
@@ -128,7 +128,8 @@ def subset_rule(indices: Sequence[int], dataset: str, split: str = "test", size:
     'all 10,000 test images'
     """
     kind = "validation" if dataset == "imagenet" and split == "test" else ("training" if split == "train" else "test")
-    size = size or (TEST_SIZES.get(dataset) if split == "test" else None)
+    info = find_dataset(dataset)
+    size = size or (info.test_size if split == "test" and info is not None else None)
     idx = list(indices)
     step = idx[1] - idx[0] if len(idx) > 1 else 1
     if idx and idx[0] == 0 and idx == list(range(0, step * len(idx), step)):
@@ -195,7 +196,7 @@ def local_file(card: Card, parsed: Parsed) -> Path:
     if card.name == LEGACY:
         return Path(parsed.dataset) / parsed.method / f"{name}.tsv.gz"
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", parsed.setting).strip("-")
-    if parsed.arch != DATASET_ARCHS[parsed.dataset]:
+    if parsed.arch != dataset_info(parsed.dataset).arch:
         name += f"_{parsed.arch}"
     if parsed.trained_sigma != parsed.sigma:
         name += f"_trained_{parsed.trained_sigma:g}"

@@ -16,18 +16,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from rsbench.methods.card import method_of_log_folder
+from rsbench.runs.datasets import dataset_info
+
 CIFAR_ARCHS = {
     "resnet110": "cifar_resnet110",
     "cifar_resnet110": "cifar_resnet110",
     "cifar_resnet20": "cifar_resnet20",
     "cifar_densenet40": "cifar_densenet40",
-}
-DATASET_ARCHS = {"cifar10": "cifar_resnet110", "mnist": "lenet", "fashion_mnist": "lenet", "imagenet": "resnet50"}
-TRAIN_SETS = {
-    "cifar10": "CIFAR-10 training set",
-    "mnist": "MNIST training set",
-    "fashion_mnist": "Fashion-MNIST training set",
-    "imagenet": "ImageNet training set",
 }
 LEFT_OUT = {
     "catrs2023": "data/cifar10c, data/mnistc (corrupted test sets: another threat model), data/cifar100 (CIFAR-100)",
@@ -48,7 +44,8 @@ class Parsed:
     """What a log certifies, read from its path.
 
     Attributes:
-        method: rsbench's method name (``sun2025`` for Sun et al.'s training, which rsbench does not implement).
+        method: rsbench's method name (where a folder names it, the method whose card lists that folder in its
+            ``log_folders``: ``cat-rs`` is catrs, Sun et al.'s ``ours`` sun2025).
         dataset, arch: rsbench's names.
         sigma: the noise level the log certifies at.
         trained_sigma: the noise level the model was trained at (differs from ``sigma`` in Cohen et al.'s
@@ -91,27 +88,28 @@ def parse(source: str, path: str) -> Parsed | None:
 def _catrs(path: str) -> Parsed | None:
     parts = path.split("/")
     folders = {"cifar10": "cifar10", "mnist": "mnist", "fmnist": "fashion_mnist"}
-    methods = {
-        "cohen": "gaussian",
-        "stab": "stability",
-        "salman": "smoothadv",
-        "macer": "macer",
-        "consistency": "consistency",
-        "smoothmix": "smoothmix",
-        "cat-rs": "catrs",
-    }
     if path == "data/imagenet/noise_1.0.tsv":
-        return Parsed("catrs", "imagenet", "resnet50", 1.0, 1.0, training=TRAIN_SETS["imagenet"])
+        return Parsed("catrs", "imagenet", "resnet50", 1.0, 1.0, training=dataset_info("imagenet").training_set)
     if not path.endswith(".tsv") or len(parts) < 4 or parts[0] != "data" or parts[1] not in folders:
         return None
     dataset, sigma = folders[parts[1]], float(parts[2].removeprefix("noise_"))
-    method = methods[parts[3]] if len(parts) == 5 else "catrs"  # data/mnist/noise_s/noise_s.tsv: CAT-RS (App. C)
+    # data/<dataset>/noise_<s>/<folder>/: the method whose card lists the folder; data/mnist/noise_s/noise_s.tsv: CAT-RS
+    # (App. C)
+    method = method_of_log_folder(parts[3]) if len(parts) == 5 else "catrs"
     variant = ""
     if method == "smoothmix" and dataset == "cifar10":
         # CAT-RS EXPERIMENTS.MD: SmoothMix's released CIFAR-10 models use the one-step adversary at sigma 0.5 and 1.0;
         # nothing states the variant of the Fashion-MNIST logs, so they match either.
         variant = f"one_step={'false' if sigma == 0.25 else 'true'}"
-    return Parsed(method, dataset, DATASET_ARCHS[dataset], sigma, sigma, training=TRAIN_SETS[dataset], variant=variant)
+    return Parsed(
+        method,
+        dataset,
+        dataset_info(dataset).arch,
+        sigma,
+        sigma,
+        training=dataset_info(dataset).training_set,
+        variant=variant,
+    )
 
 
 def _cohen(path: str) -> Parsed | None:
@@ -121,7 +119,13 @@ def _cohen(path: str) -> Parsed | None:
     dataset, arch, trained, split, sigma = match.groups()
     arch = CIFAR_ARCHS.get(arch, arch)
     return Parsed(
-        "gaussian", dataset, arch, float(sigma), float(trained), training=TRAIN_SETS[dataset], split=str(split)
+        "gaussian",
+        dataset,
+        arch,
+        float(sigma),
+        float(trained),
+        training=dataset_info(dataset).training_set,
+        split=str(split),
     )
 
 
@@ -138,7 +142,7 @@ def _salman(path: str) -> Parsed | None:
         return None
     dataset, middle, arch, trained, sigma = match.groups()
     arch = CIFAR_ARCHS.get(arch, arch)
-    training = TRAIN_SETS[dataset]
+    training = dataset_info(dataset).training_set
     if middle in ("cohen", "replication"):
         return Parsed("gaussian", dataset, arch, float(sigma), float(trained), setting=middle, training=training)
     group, _, setting = middle.partition("/")
@@ -190,7 +194,7 @@ def _jeong2020(path: str) -> Parsed | None:
         return None
     dataset, middle, sigma_text, run, _ = match.groups()
     parts = middle.split("/")
-    arch = DATASET_ARCHS[dataset]
+    arch = dataset_info(dataset).arch
     if parts[-1] in CIFAR_ARCHS:
         arch = CIFAR_ARCHS[parts.pop()]
     folder, config = parts[0], parts[1:]
@@ -235,7 +239,7 @@ def _jeong2020(path: str) -> Parsed | None:
         setting="/".join(config),
         hparams=";".join(pairs),
         seed=run or "",
-        training=TRAIN_SETS[dataset],
+        training=dataset_info(dataset).training_set,
     )
 
 
@@ -253,7 +257,7 @@ def _jeong2021(path: str) -> Parsed | None:
             level,
             setting=f"smix_{step:g}_4_m{int(one_step)}/eta_5.0/num_2",
             hparams=hparams,
-            training=TRAIN_SETS["cifar10"],
+            training=dataset_info("cifar10").training_set,
             variant=f"one_step={str(one_step).lower()}",
         )
     match = re.fullmatch(
@@ -280,7 +284,7 @@ def _jeong2021(path: str) -> Parsed | None:
         setting=setting,
         hparams=hparams,
         seed=run,
-        training=TRAIN_SETS["mnist"],
+        training=dataset_info("mnist").training_set,
         variant=f"one_step={'true' if mix_step == '1' else 'false'}",
     )
 
@@ -289,21 +293,28 @@ def _sun(path: str) -> Parsed | None:
     match = re.fullmatch(r"data/certify/(cifar10|imagenet)/(\w+)/noise_([\d.]+?)(?:\.tsv)?", path)
     if match:
         dataset, folder, sigma = match.groups()
-        method = {"ours": "sun2025"}.get(folder, folder)
-        return Parsed(method, dataset, DATASET_ARCHS[dataset], float(sigma), float(sigma), training=TRAIN_SETS[dataset])
+        method = method_of_log_folder(folder)  # "ours": sun2025; the other folders are rsbench's names
+        return Parsed(
+            method,
+            dataset,
+            dataset_info(dataset).arch,
+            float(sigma),
+            float(sigma),
+            training=dataset_info(dataset).training_set,
+        )
     match = re.fullmatch(r"test/certify/(cifar10|imagenet)/(.+)/(\d+)/noise_([\d.]+?)\.tsv", path)
     if match:
         dataset, setting, run, sigma = match.groups()
         return Parsed(
             "sun2025",
             dataset,
-            DATASET_ARCHS[dataset],
+            dataset_info(dataset).arch,
             float(sigma),
             float(sigma),
             setting=setting,
             hparams=_sun_hparams(setting),
             seed=run,
-            training=TRAIN_SETS[dataset],
+            training=dataset_info(dataset).training_set,
         )
     return None
 

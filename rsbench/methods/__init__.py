@@ -2,62 +2,43 @@
 
 Each method has a card beside it (``<name>_card.py``, :mod:`rsbench.methods.card`) with the facts about its authors'
 artifacts that the importer, the report and the run layer read. Importing this package is cheap (no torch), so the
-run layer can read the cards at startup: the classes below are loaded on first use.
+run layer can read the cards at startup: the classes are loaded on first use, ``rsbench.methods.<Class>`` for the
+class (or factory) each card names as its ``target`` and the base classes of :mod:`rsbench.methods.base`.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from rsbench.methods.base import Batch, SmoothingModule, StepOutput
-    from rsbench.methods.catrs import CATRS
-    from rsbench.methods.consistency import ConsistencyRegularization
-    from rsbench.methods.denoiser import DenoiserTraining
-    from rsbench.methods.gaussian import GaussianAugmentation
-    from rsbench.methods.macer import MACER
-    from rsbench.methods.smoothadv import SmoothAdv
-    from rsbench.methods.smoothmix import SmoothMix
-    from rsbench.methods.stability import StabilityTraining
-    from rsbench.methods.standard import StandardTraining
-    from rsbench.methods.sun2025 import Sun2025
+BASE_NAMES = ("Batch", "SmoothingModule", "StepOutput")
+"""What :mod:`rsbench.methods.base` exports through this package."""
 
-_MODULES = {
-    "Batch": "base",
-    "SmoothingModule": "base",
-    "StepOutput": "base",
-    "CATRS": "catrs",
-    "ConsistencyRegularization": "consistency",
-    "DenoiserTraining": "denoiser",
-    "GaussianAugmentation": "gaussian",
-    "MACER": "macer",
-    "SmoothAdv": "smoothadv",
-    "SmoothMix": "smoothmix",
-    "StabilityTraining": "stability",
-    "StandardTraining": "standard",
-    "Sun2025": "sun2025",
-}
 
-__all__ = [
-    "CATRS",
-    "MACER",
-    "Batch",
-    "ConsistencyRegularization",
-    "DenoiserTraining",
-    "GaussianAugmentation",
-    "SmoothAdv",
-    "SmoothMix",
-    "SmoothingModule",
-    "StabilityTraining",
-    "StandardTraining",
-    "StepOutput",
-    "Sun2025",
-]
+def exported() -> dict[str, str]:
+    """Every name this package loads on first use, with the module that defines it.
+
+    The base classes and, for each card whose ``target`` lies in this package, its class (or factory).
+    """
+    from rsbench.methods.card import cards
+
+    names = dict.fromkeys(BASE_NAMES, f"{__name__}.base")
+    for card in cards():
+        module, _, name = card.target.rpartition(".")
+        if module.startswith(f"{__name__}."):
+            names.setdefault(name, module)
+    return names
 
 
 def __getattr__(name: str) -> Any:
     """Load a method's class (and with it torch and Lightning) only when it is asked for."""
-    if name in _MODULES:
-        return getattr(importlib.import_module(f"{__name__}.{_MODULES[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name == "__all__":
+        return sorted(exported())
+    module = exported().get(name) if not name.startswith("__") else None
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *exported()})

@@ -149,6 +149,17 @@ class MethodCard:
         ddrs_base: whether data-dependent smoothing (``method=ddrs method.base=<name>``) can wrap it.
         method_epoch: from which epoch a checkpoint is this method, when its schedule starts with a phase of another
             method's loss (:class:`MethodEpoch`); ``None``: from the first epoch (epoch 0).
+        title: its name in tables and leaderboards (``CAT-RS``); the name itself when empty (:attr:`shown_name`).
+        citation: the paper as a table cites it (``Jeong, Kim and Shin, AAAI 2023``).
+        methods_table: its place (from 1) in the tables of the methods whose published ACR rsbench's defaults
+            reproduce (the README's methods table, docs/methods.md's published defaults); ``None``: not listed there.
+        published_sources: per dataset, the published source (a ``source`` of ``rsbench/report/published.csv``) its
+            default reproduces where that dataset's usual line (CAT-RS's Table 1 for CIFAR-10, ...) lacks the method:
+            its authors' own released runs.
+        published_variants: per dataset, the ``variant`` of the source's lines its default is (SmoothMix on MNIST:
+            ``eta=5;one_step=false``).
+        lora_refusal: why it cannot fine-tune a pretrained network with LoRA (``+lora=default``), where its loss does
+            not train the base classifier; ``""``: it can.
     """
 
     name: str
@@ -167,6 +178,12 @@ class MethodCard:
     prerequisites: str = ""
     ddrs_base: bool = False
     method_epoch: MethodEpoch | None = None
+    title: str = ""
+    citation: str = ""
+    methods_table: int | None = None
+    published_sources: Mapping[str, str] = field(default_factory=dict)
+    published_variants: Mapping[str, str] = field(default_factory=dict)
+    lora_refusal: str = ""
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier():
@@ -179,7 +196,18 @@ class MethodCard:
                 raise ValueError(f"card {self.name!r}: {argument!r} is not an argument name (write it without method.)")
         if len(set(arguments)) != len(arguments):
             raise ValueError(f"card {self.name!r}: an argument is listed twice in {arguments}")
-        object.__setattr__(self, "certify_defaults", MappingProxyType(dict(self.certify_defaults)))
+        if self.methods_table is not None and (self.methods_table < 1 or not self.citation):
+            raise ValueError(
+                f"card {self.name!r}: methods_table must be a place >= 1 and needs a citation, got "
+                f"{self.methods_table!r} with citation {self.citation!r}"
+            )
+        for key in ("certify_defaults", "published_sources", "published_variants"):
+            object.__setattr__(self, key, MappingProxyType(dict(getattr(self, key))))
+
+    @property
+    def shown_name(self) -> str:
+        """Its name in tables: the title, or the name where it has none."""
+        return self.title or self.name
 
     def first_method_epoch(self, method: Mapping[str, Any]) -> int:
         """The first (0-indexed) training epoch whose checkpoint is this method, for its config node ``method``."""
@@ -282,6 +310,27 @@ def card_of_origin(origin: str) -> MethodCard | None:
 def origins() -> tuple[str, ...]:
     """The importer's ``origin=`` values, in the order of the cards' names."""
     return tuple(card.origin for card in cards() if card.origin is not None)
+
+
+def shown_name(method: str) -> str:
+    """How tables name ``method``: its card's title (``catrs`` -> ``CAT-RS``); the name itself without a card."""
+    card = find_card(method)
+    return method if card is None else card.shown_name
+
+
+def table_methods() -> tuple[MethodCard, ...]:
+    """The cards of the methods tables list (``methods_table``), in their places.
+
+    Raises:
+        ValueError: two cards claim the same place.
+    """
+    listed = sorted((card for card in cards() if card.methods_table is not None), key=lambda c: c.methods_table or 0)
+    places = [card.methods_table for card in listed]
+    if len(set(places)) != len(places):
+        clash = next(p for p in places if places.count(p) > 1)
+        names = [card.name for card in listed if card.methods_table == clash]
+        raise ValueError(f"cards {', '.join(names)} claim the same methods_table place {clash}")
+    return tuple(listed)
 
 
 def method_of_log_folder(folder: str) -> str:

@@ -25,6 +25,7 @@ CARD = MethodCard(
     name="ddrs",
     target="rsbench.methods.ddrs.data_dependent",
     paper="Alfarra, Bibi, Torr and Ghanem, UAI 2022",
+    title="DDRS",
     repository="MotasemAlfarra/Data_Dependent_Randomized_Smoothing",
     origin="ddrs",
     # {epoch, state_dict, optimizer_param}; CIFAR-10 keys bare, normalisation inside forward and a softmax at the end

@@ -6,6 +6,9 @@ CARD = MethodCard(
     name="gaussian",
     target="rsbench.methods.gaussian.GaussianAugmentation",
     paper="Cohen, Rosenfeld and Kolter, ICML 2019",
+    title="Gaussian",
+    citation="Cohen et al., ICML 2019",
+    methods_table=1,
     repository="locuslab/smoothing",
     origin="cohen",
     # train.py saves Sequential(NormalizeLayer, net): weight keys 1.* (ResNet-50 in DataParallel: 1.module.*).

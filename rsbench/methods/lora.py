@@ -6,7 +6,8 @@ the options under ``method.lora``) injects LoRA adapters into the pretrained net
 sees only the adapters and the head (:meth:`~rsbench.methods.base.SmoothingModule.trainable_parameters` skips frozen
 parameters), as FT-CADIS (Jang et al. 2024) fine-tunes timm ViTs for smoothing. The loss is the method's own, so
 Gaussian augmentation, consistency, SmoothMix, SmoothAdv, MACER and stability training all work; a method whose loss
-trains something else, or that needs another run's classifier of the same architecture, refuses it (:data:`REFUSED`).
+trains something else, or that needs another run's classifier of the same architecture, refuses it (its card's
+``lora_refusal`` says why).
 
 Checkpoints hold the whole classifier, adapters included, and their signature names the base network (timm name and
 options, or the transformers config; the weights it started from with their SHA-256) and the LoRA configuration,
@@ -24,15 +25,9 @@ from omegaconf import OmegaConf
 from rsbench.archs.classifier import Classifier
 from rsbench.archs.lora import inject, lora_spec, trainable_counts
 from rsbench.errors import ConfigError
+from rsbench.methods.card import find_card
 
 log = logging.getLogger(__name__)
-
-REFUSED = {
-    "denoiser": "it trains a denoiser in front of a frozen classifier, not the classifier",
-    "catrs": "its teacher is a Gaussian run of the same architecture, checked weight for weight; train the teacher's "
-    "LoRA run first and fine-tune from its checkpoint with method=gaussian instead",
-}
-"""Methods whose loss does not allow LoRA on the base classifier, and why."""
 
 
 def apply_lora(method: str, net: Classifier, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -42,11 +37,12 @@ def apply_lora(method: str, net: Classifier, options: Mapping[str, Any]) -> dict
         The options as plain values (what the method's hyperparameters record: a checkpoint is read weights-only).
 
     Raises:
-        ConfigError: the method refuses LoRA (:data:`REFUSED`), the network is not a pretrained one, or an option is
-            out of range (named as ``method.lora.<key>``).
+        ConfigError: the method refuses LoRA (its card's ``lora_refusal``), the network is not a pretrained one, or
+            an option is out of range (named as ``method.lora.<key>``).
     """
-    if method in REFUSED:
-        raise ConfigError(f"method={method} cannot fine-tune with LoRA (method.lora): {REFUSED[method]}")
+    card = find_card(method)
+    if card is not None and card.lora_refusal:
+        raise ConfigError(f"method={method} cannot fine-tune with LoRA (method.lora): {card.lora_refusal}")
     container = OmegaConf.to_container(options, resolve=True) if OmegaConf.is_config(options) else dict(options)
     assert isinstance(container, dict)
     plain = {str(key): value for key, value in container.items()}

@@ -21,6 +21,9 @@ CARD = MethodCard(
     name="macer",
     target="rsbench.methods.macer.MACER",
     paper="Zhai, Dan, He, Zhang, Gong, Hu, Wang and Wang, ICLR 2020",
+    title="MACER",
+    citation="Zhai et al., ICLR 2020",
+    methods_table=4,
     repository="RuntianZ/macer",
     origin="macer",
     # {net, epoch} with the bare network's keys (conv1.weight): no input layer at all, the network takes raw [0,1]

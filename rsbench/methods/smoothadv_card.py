@@ -45,6 +45,9 @@ CARD = MethodCard(
     name="smoothadv",
     target="rsbench.methods.smoothadv.SmoothAdv",
     paper="Salman, Yang, Li, Zhang, Zhang, Razenshteyn and Bubeck, NeurIPS 2019",
+    title="SmoothAdv",
+    citation="Salman et al., NeurIPS 2019",
+    methods_table=5,
     repository="Hadisalman/smoothing-adversarial",
     origin="smoothadv",
     # Cohen's file (Sequential(layer, net)); normalize or center, by folder (above).

@@ -7,6 +7,10 @@ CARD = MethodCard(
     name="smoothmix",
     target="rsbench.methods.smoothmix.SmoothMix",
     paper="Jeong, Park, Kim, Lee, Kim and Shin, NeurIPS 2021",
+    title="SmoothMix",
+    citation="Jeong et al., NeurIPS 2021",
+    methods_table=6,
+    published_variants={"mnist": "eta=5;one_step=false"},  # SmoothMix's Table 2 line the MNIST default is
     repository="jh-jeong/smoothmix",
     origin="smoothmix",
     checkpoint_layout=JEONG_LAYOUT,

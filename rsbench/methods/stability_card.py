@@ -6,6 +6,9 @@ CARD = MethodCard(
     name="stability",
     target="rsbench.methods.stability.StabilityTraining",
     paper="Li, Chen, Wang and Carin, NeurIPS 2019 (as jh-jeong/smoothing-consistency's train_stab.py)",
+    title="Stability",
+    citation="Li et al., NeurIPS 2019",
+    methods_table=2,
     repository="jh-jeong/smoothing-consistency",
     # No origin of its own: its released models are in the Jeong lineage's layout; import one with
     # origin=consistency method=stability.

@@ -6,4 +6,5 @@ CARD = MethodCard(
     name="standard",
     target="rsbench.methods.standard.StandardTraining",
     paper="no paper: cross-entropy on clean images",
+    title="Standard",
 )

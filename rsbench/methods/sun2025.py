@@ -67,43 +67,6 @@ from rsbench.stop import raise_if_stop_requested, stop_requested
 
 log = logging.getLogger(__name__)
 
-# ----------------------------------------------------------------------------------------------------------------
-# METHOD CARD (facts about the authors' artifacts, for the lead to move into the method's card at merge)
-CARD: dict[str, Any] = {
-    "method": "sun2025",
-    "paper": "Sun, Mao, Müller, Vechev. Average Certified Radius is a Poor Metric for Randomized Smoothing. ICML 2025",
-    "repository": "eth-sri/acr-weakness",
-    "commit": "1c8ea59dc6a6a18b932039cdd8611aa7fda6be4f",
-    "training_entry": "code/train.py (flags --ds_hard --ds_epoch --ds_threshold --dataset_weight "
-    "--dataset_weight_epoch --adv --attacker --epsilon --attack_steps --num-noise-vec --p_corr_file)",
-    "scripts": {"cifar10": "script/cifar10/train_{0.25,0.5,1.0}.sh", "imagenet": "script/imagenet/train_*.sh"},
-    "log_folders": {
-        "training": "logs/<dataset>/<epsilon>_<attack_steps>_<attacker>/ds_<ds_epoch>_<ds_threshold>/num_<m>/"
-        "[dataset_weight_<k>/]noise_<sigma>/<arch>/<id>/log.txt",
-        "p_correct": "p_correct/train/<same folders>/epoch/<epoch-1>_<N>.{csv,npy}",
-    },
-    "log_columns": "epoch time lr 'train loss' 'train acc' testloss 'test acc' 'remain data' (tab-separated)",
-    "logged_loss": "'train loss': the mean cross-entropy over the m noisy (attacked) copies, averaged over the epoch",
-    "checkpoint": "checkpoint.pth.tar {'epoch', 'arch', 'state_dict', 'optimizer'}; state_dict of "
-    "Sequential(NormalizeLayer (Identity for mnist/fmnist), net): network weights under the prefix '1.'",
-    "released_results": {
-        "cifar10": "data/certify/cifar10/ours/noise_{0.25,0.5,1.0}.tsv (identical to test/certify/cifar10/"
-        "0.25_3_pgd_radius_l2/ds_60_0.5/num_4/dataset_weight_10/1/noise_0.25.tsv, "
-        "0.25_6_pgd_radius_l2/ds_70_0.4/num_4/dataset_weight_10/1/noise_0.5.tsv, "
-        "0.5_4_pgd_radius_l2/ds_60_0.4/num_4/dataset_weight_10/1/noise_1.0.tsv); all 10,000 test images; "
-        "ACR 0.5642 / 0.7603 / 0.8437 (measured from the files)",
-        "imagenet": "data/certify/imagenet/ours/noise_0.25 (no .tsv suffix), noise_0.5.tsv, noise_1.0.tsv; "
-        "test/certify/imagenet/<...>/1/noise_{0.25,0.5,1.0}.tsv (500 images; ACR 0.529 at sigma 0.25)",
-        "other_methods": "data/certify/{cifar10,imagenet}/{catrs,consistency,gaussian,macer,smoothadv,smoothmix}/",
-        "ecdf": "data/ecdf/<method>_<sigma>.csv (the paper's Figure 9)",
-    },
-    "certify_defaults": {"n0": 100, "n": 100_000, "alpha": 0.001, "batch": 1000, "skip": 1},
-    "prerequisites": "none on CIFAR-10; ImageNet: the authors' released p_correct table (--p_corr_file "
-    "p_correct/train/imagenet/-1_50.npy, from their mega.nz folder) as method.p_correct_file",
-    "weights": "mega.nz folder linked in the README (three CIFAR-10 models, sigma 0.25 / 0.5 / 1.0)",
-}
-# ----------------------------------------------------------------------------------------------------------------
-
 SAVE_EVERY_SECONDS = 60.0
 P_CORRECT_STREAM = 3
 """The first key of the p_A estimates' noise streams, ``make_generator(device, P_CORRECT_STREAM, seed, epoch, N, p)``,
@@ -524,7 +487,6 @@ def _save_atomic(payload: dict[str, Any], path: Path) -> None:
 
 
 __all__ = [
-    "CARD",
     "P_CORRECT_STREAM",
     "EpochPlan",
     "PlanSampler",

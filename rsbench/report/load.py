@@ -43,13 +43,12 @@ from rsbench.certify.validate import FIXED_STEM, Facts, read_json_object, read_t
 from rsbench.errors import DamagedFileError, RsbenchError
 from rsbench.methods.card import method_of_log_folder
 from rsbench.report.cost import Cost, run_cost
+from rsbench.runs.datasets import path_names, published_as
 from rsbench.runs.naming import describes_setting, execution_keys, override_key
 from rsbench.runs.quoting import override_value
 
 log = logging.getLogger(__name__)
 
-DATASETS = ("cifar100", "cifar10", "fashion_mnist", "fmnist", "mnist", "svhn", "imagenet")
-FAMILIES = {"mnist_embedded": "mnist", "fmnist": "fashion_mnist"}
 COHEN_ARCHS = {"resnet110": "cifar_resnet110", "resnet50": "resnet50"}  # Cohen et al.'s folder names
 
 
@@ -312,7 +311,7 @@ def _run_result(
     config = hydra.get("config")
     # The published numbers a run stands beside are its dataset's (the embedded subset's: MNIST's), not those of
     # dataset.family, which names whose method hyperparameters apply (MNIST's for Fashion-MNIST, CIFAR-10's for SVHN).
-    family = FAMILIES.get(summary["dataset"], summary["dataset"])
+    family = published_as(str(summary["dataset"]))
     protocol = {
         "n0": summary.get("n0"),
         "n": summary["n"],
@@ -395,7 +394,7 @@ def read_cohen_tsv(
     records = frame[["idx", "label", "predict", "radius", "correct", "pA_lower"]].astype(
         {"idx": int, "label": int, "predict": int, "radius": float, "correct": bool, "pA_lower": float}
     )
-    dataset = dataset or next((d for d in DATASETS if d in [p.lower() for p in path.parts]), "?")
+    dataset = dataset or next((d for d in path_names() if d in [p.lower() for p in path.parts]), "?")
     rounded = bool(np.all([float(f"{r:.3g}") == r for r in radius]))
     method = label or (layout.method if layout else path.parent.name)
     variant = ""
@@ -408,7 +407,7 @@ def read_cohen_tsv(
         method=method_of_log_folder(method),
         variant=variant,
         dataset=dataset,
-        family=FAMILIES.get(dataset, dataset),
+        family=published_as(dataset),
         arch=layout.arch if layout else "?",
         sigma=float(sigma),
         protocol={"n0": None, "n": n, "alpha": alpha, "mode": "standard", "subset": indices_digest(list(frame.idx))},

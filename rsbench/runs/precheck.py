@@ -41,18 +41,6 @@ RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID")
 """The rank variables of torchrun, Lightning and SLURM (as :data:`rsbench.runs.job.RANK_VARIABLES`; a test keeps
 them equal): only the first process of a distributed run checks the lock, which it then holds."""
 
-TEST_SPLIT_SIZES = {
-    "rsbench.data.sources.embedded_mnist": 500,
-    "rsbench.data.sources.mnist": 10_000,
-    "rsbench.data.sources.fashion_mnist": 10_000,
-    "rsbench.data.sources.cifar10": 10_000,
-    "rsbench.data.sources.cifar100": 10_000,
-    "rsbench.data.sources.svhn": 26_032,
-    "rsbench.data.sources.imagenet": 50_000,
-}
-"""The test split's size of each stock dataset source (a test compares the embedded one with its loader). A split on
-disk is never larger, so a subset refused here would be refused by the run too."""
-
 GPU_DEVICES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")
 """Device files of an NVIDIA GPU, an AMD (ROCm) GPU and a WSL 2 GPU: without any of them torch finds no GPU."""
 
@@ -173,7 +161,8 @@ def check_certify(cfg: Any, certifies: bool) -> None:
     """Refuse certification counts and subsets that cannot be right, as the run's settings would.
 
     Checked even when certification is off (as the run does); whether the subset selects a test image only when the
-    run certifies, and only for a stock dataset (:data:`TEST_SPLIT_SIZES`).
+    run certifies, and only for a dataset whose config states its test split's size (``dataset.test_size``, as every
+    stock dataset's does: a split on disk is never larger, so a subset refused here would be refused by the run too).
 
     Raises:
         ConfigError: naming the ``certify.<key>``, its value and what is allowed.
@@ -197,8 +186,8 @@ def check_certify(cfg: Any, certifies: bool) -> None:
         certification_indices(1, start, skip, max_images)
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    size = TEST_SPLIT_SIZES.get(str(_get(cfg, "dataset.source._target_", "")))
-    if certifies and size is not None:
+    size = _get(cfg, "dataset.test_size")
+    if certifies and isinstance(size, int) and not isinstance(size, bool):
         require_images(size, start, skip, max_images, f"the {_get(cfg, 'dataset.name', 'dataset')} test split")
 
 

@@ -50,6 +50,11 @@ FREE = (
     "dataset.num_workers",
     "dataset.pin_memory",
     "dataset.download",
+    # facts about the dataset that tools read (rsbench.runs.datasets), added after runs were made: no setting
+    "dataset.title",
+    "dataset.test_size",
+    "dataset.published_as",
+    "dataset.aliases",
     "trainer.accelerator",
     "trainer.enable_progress_bar",
     "trainer.enable_model_summary",
