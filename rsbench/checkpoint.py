@@ -36,6 +36,7 @@ from rsbench.archs.classifier import Classifier
 from rsbench.archs.denoiser import DenoisedClassifier, DnCNN, build_denoiser
 from rsbench.archs.registry import build_classifier
 from rsbench.errors import CheckpointMismatchError, ConfigError, DamagedFileError
+from rsbench.files import save_atomically
 from rsbench.loading import load_strict, read_plain
 
 SIGNATURE_KEY = "rsbench"
@@ -272,7 +273,9 @@ def make_checkpoint(
 
 
 def write_checkpoint(checkpoint: Mapping[str, Any], path: str | Path) -> Path:
-    """Write a checkpoint made by :func:`make_checkpoint` to ``path`` (its folder is created); return the path.
+    """Write a checkpoint made by :func:`make_checkpoint` to ``path``, whole or not at all (its folder is created).
+
+    Returns the path written.
 
     Raises:
         ValueError: ``checkpoint`` lacks its weights or its signature.
@@ -280,8 +283,7 @@ def write_checkpoint(checkpoint: Mapping[str, Any], path: str | Path) -> Path:
     if "state_dict" not in checkpoint or not isinstance(checkpoint.get(SIGNATURE_KEY), Mapping):
         raise ValueError(f"an rsbench checkpoint needs 'state_dict' and {SIGNATURE_KEY!r}, got {sorted(checkpoint)}")
     path = Path(path).expanduser()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(dict(checkpoint), path)
+    save_atomically(dict(checkpoint), path)
     return path
 
 

@@ -93,7 +93,7 @@ def test_override_keys_and_queries() -> None:
     assert override_key("+method.lbd=2") == "method.lbd"
     assert override_key("~certify.sigma=0.5") == "certify.sigma"
     assert override_key("hydra/launcher=slurm") == "hydra/launcher"
-    assert override_key("--cfg") is None
+    assert override_key("--cfg") == ""
     assert is_query(["sigma=0.5", "--cfg", "job"])
     assert not is_query(["sigma=0.5", "-m"])
 

@@ -22,6 +22,7 @@ LAYERS: dict[str, int] = {
     "rsbench.noise_distributions": 1,
     "rsbench.stop": 1,
     "rsbench.loading": 1,
+    "rsbench.files": 1,
     # 2: data, networks, and the checkpoint format (its reader builds the network a signature names)
     "rsbench.data": 2,
     "rsbench.archs": 2,
@@ -148,6 +149,7 @@ def test_the_top_level_shows_the_layers() -> None:
         "noise_distributions.py",
         "stop.py",
         "loading.py",
+        "files.py",
         "checkpoint.py",
     }
     assert entries == packages | modules | {"table.py"}  # table.py: the old name of `python -m rsbench.report`

@@ -23,6 +23,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from rsbench.archs import Classifier
 from rsbench.errors import CheckpointMismatchError, ConfigError
+from rsbench.files import save_atomically
 from rsbench.methods import Batch, SmoothingModule
 from rsbench.methods import attacks as attacks_module
 from rsbench.methods import smoothmix as smoothmix_module
@@ -558,7 +559,7 @@ def test_runs_asking_for_the_same_teacher_votes_at_once_compute_them_once(
         with FileLock(path.with_suffix(".lock")):
             holding.set()
             time.sleep(0.5)
-            teacher_module._save_atomic({"key": asdict(key), "soft_labels": table}, path)
+            save_atomically({"key": asdict(key), "soft_labels": table}, path)
 
     thread = threading.Thread(target=first_run)
     thread.start()

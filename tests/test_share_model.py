@@ -64,6 +64,21 @@ def test_the_shared_file_holds_the_classifier_alone_and_certify_loads_it_with_th
     assert card["certify"] == f"python -m rsbench.certify model.path={out} dataset=fashion_mnist"
 
 
+def test_the_card_names_the_file_and_its_records_relative_to_the_repository(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given absolute paths inside the working directory (the repository), the card names them from there."""
+    finished_run(tmp_path / "run")
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "experiments" / "study" / "models" / "cell.ckpt"
+    records = tmp_path / "experiments" / "study" / "runs" / "cell"
+    assert tool_script("share_model").main([str(tmp_path / "run"), str(out), "--records", str(records)]) == 0
+    card = yaml.safe_load(out.with_suffix(".yaml").read_text())
+    assert (card["file"], card["records"]) == ("cell.ckpt", "experiments/study/runs/cell")
+    command = "python -m rsbench.certify model.path=experiments/study/models/cell.ckpt dataset=fashion_mnist"
+    assert card["certify"] == command
+
+
 def test_a_checkpoint_rsbench_did_not_write_is_refused_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -33,6 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from experiments_index import RECORDS, RESUMABLE_STATE
 
+from rsbench.files import atomic_path, save_atomically
+
 RUN_LOG = "logs/metrics.csv"
 """The training log's name in a run folder (rsbench's CSV logger)."""
 STUDY_LOG = "logs/training_metrics.csv"
@@ -58,11 +60,8 @@ def copy_state(source: Path, target: Path, log_name: str) -> list[str]:
     if not any(name in RESUMABLE_STATE for name, _ in pairs):
         raise SystemExit(f"cell_state: {source} holds no {' or '.join(RESUMABLE_STATE)}: no run state to carry")
     for name, renamed in pairs:
-        destination = target / renamed
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        partial = destination.with_name(destination.name + ".partial")
-        shutil.copyfile(source / name, partial)
-        partial.replace(destination)  # whole or not at all: a cut copy never passes for the state
+        with atomic_path(target / renamed) as partial:  # whole or not at all: a cut copy never passes for the state
+            shutil.copyfile(source / name, partial)
     return [renamed for _, renamed in pairs]
 
 
@@ -88,9 +87,7 @@ def relocate_checkpoints(run: Path) -> None:
         for key, state in states.items():
             if str(key).startswith("ModelCheckpoint") and isinstance(state, dict) and state.get("dirpath"):
                 states[key] = relocated(state, str(state["dirpath"]), str(path.parent.resolve()))
-        partial = path.with_name(path.name + ".partial")
-        torch.save(checkpoint, partial)
-        partial.replace(path)
+        save_atomically(checkpoint, path)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,7 +5,9 @@ other networks (a teacher); the shared file keeps only the base classifier's wei
 (architecture, class count, input layer, sigma, method: :mod:`rsbench.checkpoint`), so
 ``python -m rsbench.certify model.path=<file>`` certifies it as it certifies any rsbench checkpoint. Beside it goes
 ``<file stem>.yaml``: the file's SHA-256 and size, what the signature says, the epochs trained, the run's overrides,
-where its records are, and the command that certifies it.
+where its records are, and the command that certifies it (the card names its file relative to itself, and the records
+and the command's ``model.path`` relative to the working directory, the repository, when they lie under it:
+:func:`rsbench.files.record_path`).
 
     python tools/share_model.py <run folder> experiments/<study>/models/<cell>.ckpt
     python tools/share_model.py <run folder> <out> --checkpoint best.ckpt --records experiments/<study>/runs/<cell>
@@ -25,6 +27,7 @@ import yaml
 
 from rsbench.checkpoint import NET_PREFIX, SIGNATURE_KEY, load_checkpoint, write_checkpoint
 from rsbench.errors import RsbenchError
+from rsbench.files import record_path, write_text_atomically
 from rsbench.loading import file_digest
 from rsbench.models.builders import checkpoint as certifiable
 
@@ -63,8 +66,9 @@ def model_card(run: Path, source: dict[str, Any], out: Path, records: Path | Non
         "seed": config.get("seed"),
         "epochs_trained": int(source["epoch"]) + 1 if "epoch" in source else None,
         "overrides": overrides,
-        "records": str(records) if records is not None else None,
-        "certify": f"python -m rsbench.certify model.path={out}" + (f" dataset={dataset}" if dataset else ""),
+        "records": record_path(records) if records is not None else None,
+        "certify": f"python -m rsbench.certify model.path={record_path(out)}"
+        + (f" dataset={dataset}" if dataset else ""),
     }
     return card
 
@@ -92,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"share_model: error: {error}")
         return 2
     card = model_card(args.run, source, args.out, args.records)
-    args.out.with_suffix(".yaml").write_text(yaml.safe_dump(card, sort_keys=False))
+    write_text_atomically(args.out.with_suffix(".yaml"), yaml.safe_dump(card, sort_keys=False))
     print(f"{args.out} ({card['bytes']:,} bytes, sha256 {card['sha256']}) and {args.out.with_suffix('.yaml')}")
     return 0
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rsbench.errors import ProtocolMismatchError, damaged_record
+from rsbench.files import write_text_atomically
 
 RECORD = "attack.tsv"
 PROTOCOL = "attack_protocol.json"
@@ -101,10 +102,7 @@ def check_attack_protocol(directory: Path, protocol: Mapping[str, Any]) -> None:
                 + "\n".join(differences)
                 + "\nRerun with the stored settings, or move attack.tsv away to attack again."
             )
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = stored_path.with_name(PROTOCOL + ".tmp")
-    tmp.write_text(json.dumps(wanted, indent=2, sort_keys=True) + "\n")
-    tmp.replace(stored_path)
+    write_text_atomically(stored_path, json.dumps(wanted, indent=2, sort_keys=True) + "\n")
 
 
 def append_image(directory: Path, rows: Iterable[AttackRow]) -> None:
@@ -124,9 +122,7 @@ def append_image(directory: Path, rows: Iterable[AttackRow]) -> None:
 def write_rows(directory: Path, rows: Iterable[AttackRow]) -> None:
     """Rewrite ``attack.tsv`` with ``rows`` only, atomically (drops the rows of an image cut short by a crash)."""
     path = Path(directory) / RECORD
-    tmp = path.with_name(RECORD + ".tmp")
-    tmp.write_text("\t".join(COLUMNS) + "\n" + "".join(row.to_line() for row in rows))
-    tmp.replace(path)
+    write_text_atomically(path, "\t".join(COLUMNS) + "\n" + "".join(row.to_line() for row in rows))
 
 
 def _drop_incomplete_tail(path: Path) -> None:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -69,6 +68,7 @@ from rsbench.certify.smooth import Certificate, Smooth, module_device
 from rsbench.certify.subset import indices_digest, require_images
 from rsbench.certify.summary import format_summary, summarize, write_metrics
 from rsbench.errors import DamagedFileError
+from rsbench.files import record_path, write_text_atomically
 
 log = logging.getLogger(__name__)
 
@@ -328,7 +328,7 @@ class Certification:
         """What the summary says besides the rows (see :class:`Context`)."""
         extra: dict[str, Any] = {}
         if subject.provenance:
-            extra["model"] = dict(subject.provenance)
+            extra["model"] = recorded_provenance(subject.provenance, self.output_dir)
         if subject.hparams:
             extra["hparams"] = dict(subject.hparams)
         extra.update(self.notes)
@@ -445,6 +445,30 @@ class Certification:
             yield position, cert
 
 
+PROVENANCE_PATHS = frozenset({"path", "weights", "file"})
+"""The keys of a model's provenance that name a file or folder (``model.path``, ``members[i].path``, ...)."""
+
+
+def recorded_provenance(provenance: Mapping[str, Any], folder: Path) -> dict[str, Any]:
+    """``provenance`` as ``metrics.json["model"]`` records it: each file named by :func:`rsbench.files.record_path`.
+
+    Relative to the run folder ``folder`` when the file lies in it, else to the working directory, else absolute;
+    nested records (ensemble members, a denoiser's classifier) alike. A checkpoint's ``signature`` is copied as the
+    checkpoint stores it.
+    """
+    recorded: dict[str, Any] = {}
+    for key, value in provenance.items():
+        if key in PROVENANCE_PATHS and isinstance(value, str):
+            recorded[key] = record_path(value, folder)
+        elif key == "signature" or not isinstance(value, Mapping | list):
+            recorded[key] = value
+        elif isinstance(value, Mapping):
+            recorded[key] = recorded_provenance(value, folder)
+        else:
+            recorded[key] = [recorded_provenance(v, folder) if isinstance(v, Mapping) else v for v in value]
+    return recorded
+
+
 def records_of(settings: CertifySettings) -> list[str]:
     """The stems of the records a run with ``settings`` writes, the sound fixed-sigma one first."""
     if settings.sigma_mode == "fixed":
@@ -462,9 +486,7 @@ def _register_shard(directory: Path, context: Context, shard: int) -> None:
     shards = {int(k): v for k, v in stored.get("shards", {}).items()}
     shards[shard] = context.environments[shard]
     record = replace(context, environments=shards).to_json()
-    temporary = path.with_name(f"{path.name}.tmp{os.getpid()}")
-    temporary.write_text(json.dumps(record, indent=2) + "\n")
-    temporary.replace(path)
+    write_text_atomically(path, json.dumps(record, indent=2) + "\n")
 
 
 def merge_shards(directory: str | Path, *, wait: bool = False) -> Outcome:

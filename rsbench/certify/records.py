@@ -29,6 +29,7 @@ from typing import Any, Protocol, TextIO
 
 from rsbench.certify.validate import UNKNOWN, Facts, read_table
 from rsbench.errors import DamagedFileError, ProtocolMismatchError, RunDirectoryBusyError, damaged_record
+from rsbench.files import write_text_atomically
 
 COLUMNS: tuple[str, ...] = (
     "idx",
@@ -234,7 +235,7 @@ def _stored_protocol(path: Path) -> dict[str, Any]:
 def write_protocol(directory: Path, protocol: Mapping[str, Any]) -> None:
     """Store the protocol the rows of ``directory`` are certified under."""
     Path(directory).mkdir(parents=True, exist_ok=True)
-    _write_atomically(Path(directory) / PROTOCOL, json.dumps(dict(protocol), indent=2, sort_keys=True) + "\n")
+    write_text_atomically(Path(directory) / PROTOCOL, json.dumps(dict(protocol), indent=2, sort_keys=True) + "\n")
 
 
 def merge_records(directory: Path, stem: str = STEM) -> list[CertificationRow]:
@@ -256,7 +257,7 @@ def write_record(path: Path, rows: Iterable[CertificationRow]) -> None:
     """Write a whole record at once, atomically (used for merged and post-processed records)."""
     rows = list(rows)
     header = record_columns(any(row.names_threat for row in rows))
-    _write_atomically(Path(path), "\t".join(header) + "\n" + "".join(row.to_line() for row in rows))
+    write_text_atomically(Path(path), "\t".join(header) + "\n" + "".join(row.to_line() for row in rows))
 
 
 def record_columns(names_threat: bool) -> tuple[str, ...]:
@@ -357,12 +358,6 @@ def directory_lock(directory: Path) -> Iterator[None]:
         yield
     finally:
         os.close(handle)  # (releases the lock)
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")  # per process: the jobs of a sharded run share a folder
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def _jsonable(value: Any) -> Any:

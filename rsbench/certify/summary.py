@@ -10,6 +10,7 @@ from typing import Any
 from rsbench.certify.caps import fixed_n_cap
 from rsbench.certify.metrics import average_certified_radius, certified_accuracy_curve, radius_grid
 from rsbench.certify.records import CertificationRow
+from rsbench.files import write_text_atomically
 
 
 def summarize(
@@ -60,10 +61,7 @@ def summarize(
 
 def write_metrics(summary: Mapping[str, Any], path: Path) -> None:
     """Write the summary as indented JSON, atomically (a reader never sees half a file)."""
-    path = Path(path)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(_dumps(summary) + "\n")
-    tmp.replace(path)
+    write_text_atomically(path, _dumps(summary) + "\n")
 
 
 def _dumps(value: Any, indent: int = 0) -> str:

@@ -88,7 +88,7 @@ if __name__ == "__main__":
         try:
             check_request(sys.argv[1:], "importer")
             for arg in sys.argv[1:]:
-                if override_key(arg) == "origin":
+                if override_key(arg) == "origin" and "=" in arg:
                     check_choice("origin", arg.split("=", 1)[1], sorted(origins()))
         except ConfigError as error:
             print(f"rsbench: error: {error}", file=sys.stderr)

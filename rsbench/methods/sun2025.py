@@ -43,7 +43,6 @@ come from their own stream (:data:`P_CORRECT_STREAM`, seed, e, N, p), so the cou
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -60,6 +59,7 @@ from torch.utils.data import Dataset, Sampler
 from rsbench.certify.bounds import clopper_pearson_lower
 from rsbench.certify.progress import progress
 from rsbench.certify.seeding import make_generator
+from rsbench.files import save_atomically
 from rsbench.methods.attacks import RADIUS_PGD_NORMS, copies, frozen, radius_pgd_noise
 from rsbench.methods.base import Batch, SmoothingModule, StepOutput
 from rsbench.methods.hparams import check_choice, check_float, check_int
@@ -418,12 +418,12 @@ class Sun2025(SmoothingModule):
             counter.update(len(items))
             stopping = stop_requested() is not None
             if path is not None and (stopping or time.monotonic() - last_save > SAVE_EVERY_SECONDS):
-                _save_atomic({"positions": positions, "counts": counts}, path)
+                save_atomically({"positions": positions, "counts": counts}, path)
                 last_save = time.monotonic()
             raise_if_stop_requested()
         counter.close()
         if path is not None:
-            _save_atomic({"positions": positions, "counts": counts}, path)
+            save_atomically({"positions": positions, "counts": counts}, path)
         return counts
 
     def _estimate_path(self, epoch: int, num_samples: int, images: int) -> Path | None:
@@ -477,13 +477,6 @@ def _describe(values: Tensor) -> str:
     if len(values) == 0:
         return "none"
     return f"min {float(values.min()):.3f}, mean {float(values.mean()):.3f}, max {float(values.max()):.3f}"
-
-
-def _save_atomic(payload: dict[str, Any], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + f".tmp{os.getpid()}")
-    torch.save(payload, temporary)
-    os.replace(temporary, path)
 
 
 __all__ = [

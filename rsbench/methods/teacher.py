@@ -18,13 +18,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 from filelock import FileLock, Timeout
@@ -36,6 +34,7 @@ from rsbench.certify.progress import progress
 from rsbench.certify.seeding import make_generator
 from rsbench.certify.smooth import Smooth
 from rsbench.checkpoint import read_classifier
+from rsbench.files import save_atomically
 from rsbench.stop import raise_if_stop_requested, stop_requested
 
 log = logging.getLogger(__name__)
@@ -141,7 +140,7 @@ def vote_histograms(
         counter.update(len(indices))
         stopping = stop_requested() is not None  # a stop signal: save the rows so far, then stop (rsbench.stop)
         if checkpoint is not None and (stopping or time.monotonic() - last_save > SAVE_EVERY_SECONDS):
-            _save_atomic({"soft_labels": table}, checkpoint)
+            save_atomically({"soft_labels": table}, checkpoint)
             last_save = time.monotonic()
         raise_if_stop_requested()
     counter.close()
@@ -233,16 +232,9 @@ def _read_or_compute(teacher: Classifier, images: Dataset, key: TeacherKey, path
     table = vote_histograms(
         teacher, images, key.num_classes, key.sigma, key.num_samples, batch_size, key.seed, partial, partial_path
     )
-    _save_atomic({"key": asdict(key), "soft_labels": table}, path)
+    save_atomically({"key": asdict(key), "soft_labels": table}, path)
     partial_path.unlink(missing_ok=True)
     return table
-
-
-def _save_atomic(payload: dict[str, Any], path: Path) -> None:
-    """Write ``payload`` to ``path`` through a temporary file, so a reader never sees half a file."""
-    temporary = path.with_name(path.name + f".tmp{os.getpid()}")
-    torch.save(payload, temporary)
-    os.replace(temporary, path)
 
 
 def teacher_key(

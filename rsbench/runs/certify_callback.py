@@ -30,7 +30,9 @@ from rsbench.certify.pipeline import FIXED_STEM, Certification, Shard, Subject
 from rsbench.certify.plot import accuracy_curve
 from rsbench.certify.records import STEM, CertificationRow
 from rsbench.certify.settings import CertifySettings
+from rsbench.files import record_path
 from rsbench.methods.base import SmoothingModule
+from rsbench.methods.card import find_card
 from rsbench.runs.training_clock import TrainingClock
 from rsbench.stop import raise_if_stop_requested, stop_requested
 
@@ -71,18 +73,18 @@ class CertifyCallback(pl.Callback):
             raise TypeError(f"CertifyCallback needs a rsbench SmoothingModule, got {type(pl_module).__name__}")
         datamodule = trainer.datamodule  # type: ignore[attr-defined]
         net = pl_module.net
+        output_dir = Path(self.output_dir or trainer.default_root_dir)
         subject = Subject(
             net,
             datamodule.num_classes,
             pl_module.sigma,
             {"method": pl_module.method_name, "dataset": datamodule.name, "arch": net.arch},
-            hparams=pl_module.method_hparams(),
+            hparams=recorded_hparams(pl_module, output_dir),
             certify_defaults=pl_module.certify_defaults,
             noise=pl_module.noise.name,
         )
         notes: dict[str, Any] = {"protocol": self.run_protocol} if self.run_protocol is not None else {}
         notes.update(self._epochs(pl_module))
-        output_dir = Path(self.output_dir or trainer.default_root_dir)
         certification = Certification(self.settings, output_dir, notes, train_seconds=training_seconds(trainer))
         outcome = certification.run(
             subject,
@@ -162,6 +164,21 @@ def training_seconds(trainer: pl.Trainer) -> float | None:
         return None
     seconds = timer.seconds() if isinstance(timer, TrainingClock) else timer.time_elapsed("train")
     return seconds if seconds > 0 else None
+
+
+def recorded_hparams(pl_module: SmoothingModule, output_dir: Path) -> dict[str, Any]:
+    """The method's hyperparameters as ``metrics.json["hparams"]`` records them.
+
+    The values of its card's checkpoint and path arguments (``teacher_ckpt``, ``teacher_cache_dir``) are named as
+    records name files (:func:`rsbench.files.record_path`: relative to the run folder, else to the working
+    directory, else absolute); every other value as constructed.
+    """
+    card = find_card(pl_module.method_name)
+    paths = {*card.checkpoint_arguments, *card.path_arguments} if card is not None else set()
+    return {
+        key: record_path(value, output_dir) if key in paths and isinstance(value, str) and value else value
+        for key, value in pl_module.method_hparams().items()
+    }
 
 
 def _barrier(trainer: pl.Trainer) -> None:

@@ -5,13 +5,12 @@ Nothing here imports torch: ``--help`` and ``--cfg job`` must answer at once.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from rsbench.errors import ConfigError
-from rsbench.runs.quoting import override, unquote
+from rsbench.runs.quoting import override, override_key, unquote
 
 QUERY_FLAGS = frozenset(
     {"--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc", "--version"}
@@ -20,7 +19,6 @@ HELP_FLAGS = frozenset({"--help", "-h", "--hydra-help"})
 MULTIRUN_FLAGS = frozenset({"--multirun", "-m"})
 RESUME = "resume"
 RUN_CONFIG = ".hydra"  # where a run keeps the config it was started with (config.yaml, overrides.yaml, hydra.yaml)
-_OVERRIDE = re.compile(r"^(?:~|\+\+|\+)?(?P<key>[^=~+][^=]*)=")
 
 
 @dataclass(frozen=True)
@@ -70,12 +68,6 @@ def share_config_store() -> None:
     ConfigStore.__deepcopy__ = lambda self, memo: self  # type: ignore[attr-defined]
 
 
-def override_key(arg: str) -> str | None:
-    """The config key an override sets (``+method.lbd=2`` -> ``method.lbd``); ``None`` for anything else."""
-    match = _OVERRIDE.match(arg)
-    return match.group("key") if match and not arg.startswith("-") else None
-
-
 def expand_resume(argv: Sequence[str], command: Command = TRAIN) -> list[str]:
     """Replace ``resume=<run dir>`` by that run's own overrides, the ones given now, and ``hydra.run.dir=<run dir>``.
 
@@ -89,7 +81,7 @@ def expand_resume(argv: Sequence[str], command: Command = TRAIN) -> list[str]:
         ConfigError: ``resume`` is combined with ``-m`` or ``hydra.run.dir``, names no run directory, or names one
             that another command wrote (the message gives that command).
     """
-    requests = [arg for arg in argv if override_key(arg) == RESUME]
+    requests = [arg for arg in argv if override_key(arg) == RESUME and "=" in arg]
     if not requests:
         return list(argv)
     if len(requests) > 1:
@@ -100,7 +92,7 @@ def expand_resume(argv: Sequence[str], command: Command = TRAIN) -> list[str]:
         raise ConfigError("resume=<run dir> already sets hydra.run.dir; give only one of them")
     run_dir = Path(unquote(requests[0].split("=", 1)[1])).expanduser()
     stored = _stored_overrides(run_dir, command)
-    given = {override_key(arg) for arg in argv} - {None, RESUME}
+    given = {override_key(arg) for arg in argv} - {"", RESUME}
     kept = [arg for arg in stored if override_key(arg) not in given]
     position = argv.index(requests[0])
     return [*argv[:position], *kept, *argv[position + 1 :], override("hydra.run.dir", run_dir)]

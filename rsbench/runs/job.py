@@ -235,7 +235,7 @@ def store_certification_settings(output_dir: Path, cfg: DictConfig, overrides: S
     stored_overrides = [str(o) for o in OmegaConf.to_container(OmegaConf.load(folder / "overrides.yaml"))]  # type: ignore[union-attr]
 
     def certifying(argument: str) -> bool:
-        key = override_key(argument) or ""
+        key = override_key(argument)
         return any(key == name or key.startswith(f"{name}.") for name in CERTIFIED)
 
     kept = [o for o in stored_overrides if not certifying(o)]

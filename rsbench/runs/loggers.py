@@ -12,6 +12,8 @@ from pytorch_lightning.loggers import CSVLogger as LightningCSVLogger
 from pytorch_lightning.loggers.csv_logs import ExperimentWriter
 from pytorch_lightning.loggers.logger import rank_zero_experiment
 
+from rsbench.files import atomic_path
+
 WANDB_ID_FILE = Path(".rsbench") / "wandb_id"
 
 
@@ -45,12 +47,10 @@ class CSVLogger(LightningCSVLogger):
         kept = [row for row in rows if not row.get("epoch") or float(row["epoch"]) <= epoch]
         if len(kept) == len(rows):
             return
-        temporary = path.with_name(path.name + ".tmp")
-        with temporary.open("w", newline="") as file:
+        with atomic_path(path) as temporary, temporary.open("w", newline="") as file:
             writer = csv.DictWriter(file, fieldnames=columns)
             writer.writeheader()
             writer.writerows(kept)
-        temporary.replace(path)
 
 
 class _AppendingWriter(ExperimentWriter):

@@ -22,6 +22,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from rsbench.methods.card import cards
+from rsbench.runs.quoting import override_key
 
 PATH_KEYS = frozenset({"ckpt_path", "data_dir", "dataset.data_dir", "trainer.default_root_dir"})
 """The keys whose values are paths, besides the methods' (:func:`path_keys`)."""
@@ -66,15 +67,6 @@ def path_keys() -> frozenset[str]:
 def execution_keys() -> frozenset[str]:
     """Every execution setting: :data:`EXECUTION_KEYS` and each method card's (``method.teacher_batch_size``)."""
     return EXECUTION_KEYS.union(*(card.execution_keys for card in cards()))
-
-
-def override_key(override: str) -> str:
-    """The config key an override sets: ``method.lbd`` for ``method.lbd=5``, ``+foo`` and ``~foo`` without the sign.
-
-    >>> override_key("+trainer.max_epochs=3")
-    'trainer.max_epochs'
-    """
-    return override.split("=", 1)[0].lstrip("+~")
 
 
 def describes_setting(key: str, value: str) -> bool:

@@ -110,7 +110,7 @@ def _plan(cfg: DictConfig, prerequisite: Prerequisite) -> PlannedRun:
     """Compose the prerequisite's config and name its directory."""
     replaced = {*(override_key(arg) for arg in prerequisite.overrides), *RUN_ONLY}
     overrides = tuple(
-        [arg for arg in _run_overrides() if (override_key(arg) or "").split(".")[0] not in replaced]
+        [arg for arg in _run_overrides() if override_key(arg).split(".")[0] not in replaced]
         + list(prerequisite.overrides)
         + _role(prerequisite.checkpoint)
         + _kept(cfg, prerequisite.keep)

@@ -14,6 +14,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from rsbench.files import record_path
+
 _BACKSLASHES_BEFORE_QUOTE_OR_END = re.compile(r"(\\*)('|$)")
 
 
@@ -83,6 +85,17 @@ def override(key: str, value: str | Path) -> str:
     return f"{key}={hydra_value(value)}"
 
 
+def override_key(override: str) -> str:
+    """The config key an override sets, without its sign; ``""`` for a command-line flag (``--cfg``, ``-m``).
+
+    >>> [override_key(o) for o in ["+trainer.max_epochs=3", "~certify.sigma", "++a.b=1", "hydra/launcher=slurm"]]
+    ['trainer.max_epochs', 'certify.sigma', 'a.b', 'hydra/launcher']
+    >>> override_key("--cfg")
+    ''
+    """
+    return "" if override.startswith("-") else override.split("=", 1)[0].lstrip("+~")
+
+
 def shell_command(module: str, *arguments: str) -> str:
     """``python -m <module> <arguments>``, each argument quoted for a POSIX shell where it needs it.
 
@@ -93,5 +106,9 @@ def shell_command(module: str, *arguments: str) -> str:
 
 
 def resume_command(module: str, run_dir: str | Path) -> str:
-    """The command that continues the run in ``run_dir``: ``python -m <module> resume=<run dir>``, quoted."""
-    return shell_command(module, f"resume={run_dir}")
+    """The command that continues the run in ``run_dir``: ``python -m <module> resume=<run dir>``, quoted.
+
+    The run directory is named relative to the working directory when it lies under it (where the command is to be
+    pasted; :func:`rsbench.files.record_path`), else absolute.
+    """
+    return shell_command(module, f"resume={record_path(run_dir)}")

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from rsbench.files import write_text_atomically
 from rsbench.runs.quoting import resume_command
 
 STATUS = "status.json"
@@ -32,7 +33,7 @@ def write_status(
     """Record ``state`` in ``<directory>/status.json`` (atomically: a reader never sees half a file).
 
     Its ``resume`` entry is the command that continues the run (``python -m <module> resume=<directory>``), quoted
-    so that it pastes back into a shell.
+    so that it pastes back into a shell (the directory relative to the working directory when it lies under it).
     """
     status: dict[str, Any] = {
         "status": state,
@@ -44,11 +45,7 @@ def write_status(
         "pid": os.getpid(),
         "updated": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
-    path = Path(directory) / STATUS
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f"{STATUS}.tmp{os.getpid()}")
-    temporary.write_text(json.dumps(status, indent=2) + "\n")
-    temporary.replace(path)
+    write_text_atomically(Path(directory) / STATUS, json.dumps(status, indent=2) + "\n")
 
 
 def read_status(directory: Path) -> dict[str, Any] | None:
