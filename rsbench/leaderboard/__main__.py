@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-DATASETS = ("cifar10", "imagenet", "mnist", "fashion_mnist", "mnist_embedded", "cifar100", "svhn")
 CI_METHODS = ("beta", "wilson", "agresti_coull", "jeffreys", "normal")
 CONFIG = "leaderboard"
 """The command's config, ``conf/leaderboard/leaderboard.yaml``: its keys and defaults (its own folder, so that
@@ -141,9 +140,11 @@ def _datasets(value: Any) -> list[str] | None:
     datasets = [str(d) for d in _as_list(value)]
     if datasets in (["all"], []):
         return None
-    unknown = [d for d in datasets if d not in DATASETS]
+    from rsbench.runs.datasets import datasets as stock  # conf/dataset/*.yaml (torch-free)
+
+    unknown = [d for d in datasets if d not in stock()]
     if unknown:
-        raise UsageError(f"dataset={unknown[0]} is not one of {', '.join(DATASETS)} (or all)")
+        raise UsageError(f"dataset={unknown[0]} is not one of {', '.join(stock())} (or all)")
     return datasets
 
 
