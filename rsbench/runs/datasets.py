@@ -22,6 +22,10 @@ import yaml
 from rsbench.errors import ConfigError
 from rsbench.runs.cli import config_dir
 
+FACT_KEYS = ("dataset.title", "dataset.test_size", "dataset.published_as", "dataset.aliases")
+"""The composed config's keys that state facts about the dataset for the tools (not settings of a run): free on
+resume (runs made before they existed lack them) and no part of a run's name or setting in the report."""
+
 
 @dataclass(frozen=True)
 class DatasetInfo:

@@ -22,13 +22,14 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from rsbench.methods.card import cards
+from rsbench.runs.datasets import FACT_KEYS
 from rsbench.runs.quoting import override_key
 
 PATH_KEYS = frozenset({"ckpt_path", "data_dir", "dataset.data_dir", "trainer.default_root_dir"})
 """The keys whose values are paths, besides the methods' (:func:`path_keys`)."""
 # How a run is run or shown, not what it computes: left out of names (and of the report's setting columns).
 PRESENTATION_KEYS = frozenset(
-    {"trainer.enable_progress_bar", "trainer.enable_model_summary", "trainer.log_every_n_steps"}
+    {"trainer.enable_progress_bar", "trainer.enable_model_summary", "trainer.log_every_n_steps", *FACT_KEYS}
 )
 PRESENTATION_PREFIXES = ("logger", "hydra")
 # How fast a run computes, not what: the same distributions (another batching of the same noise, other loader

@@ -22,6 +22,7 @@ from rsbench.certify.settings import CHOICES, KEYS, RESUMABLE
 from rsbench.errors import ResumeMismatchError
 from rsbench.methods.card import cards
 from rsbench.runs.cli import RUN_CONFIG
+from rsbench.runs.datasets import FACT_KEYS
 from rsbench.runs.quoting import resume_command
 
 STORED_CONFIG = Path(RUN_CONFIG) / "config.yaml"
@@ -50,11 +51,7 @@ FREE = (
     "dataset.num_workers",
     "dataset.pin_memory",
     "dataset.download",
-    # facts about the dataset that tools read (rsbench.runs.datasets), added after runs were made: no setting
-    "dataset.title",
-    "dataset.test_size",
-    "dataset.published_as",
-    "dataset.aliases",
+    *FACT_KEYS,  # facts about the dataset that tools read, added after runs were made: no setting
     "trainer.accelerator",
     "trainer.enable_progress_bar",
     "trainer.enable_model_summary",
