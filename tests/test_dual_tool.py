@@ -158,3 +158,21 @@ def test_the_dual_budget_is_alpha_plus_beta_0_001_by_default(tmp_path: Path, exp
     assert "alpha + beta = 0.0005 + 0.0005 = 0.001" in format_dual_summary(summary)
     rows = read_dual_rows(tmp_path / "certify.tsv")
     assert {(row.alpha, row.beta) for row in rows} == {(0.0005, 0.0005)}
+
+
+@pytest.mark.slow  # (about 15 s: the grid's thresholds at two sigmas, and three certifications)
+def test_grid_noise_is_honoured_for_the_router_and_the_experts(tmp_path: Path, experts: list[Path]) -> None:
+    """certify.noise_grid=255 used to be ignored: the dual rows are now the expert's own grid certification's."""
+    certify(tmp_path / "expert1", f"model.path={experts[1]}", "certify.max_images=3", "certify.noise_grid=255")
+    own = read_rows(tmp_path / "expert1" / "certify.tsv")
+    cfg = dual_cfg(tmp_path / "dual", experts, *constant_router(1), "certify.noise_grid=255")
+    summary = stages.certify_stage(cfg, tmp_path / "dual")
+    assert summary is not None
+    assert summary["noise_grid"] == 255
+    rows = read_dual_rows(tmp_path / "dual" / "certify.tsv")
+    assert [(r.expert_predict, r.expert_radius, r.expert_n) for r in rows] == [(e.predict, e.radius, e.n) for e in own]
+    assert json.loads((tmp_path / "dual" / "certify_protocol.json").read_text())["noise_grid"] == 255
+    continuous = dual_cfg(tmp_path / "continuous", experts, *constant_router(1))
+    stages.certify_stage(continuous, tmp_path / "continuous")
+    plain = read_dual_rows(tmp_path / "continuous" / "certify.tsv")
+    assert [r.expert_pA_lower for r in plain] != [r.expert_pA_lower for r in rows]  # other noise, other draws

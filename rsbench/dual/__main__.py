@@ -26,6 +26,13 @@ def main(cfg: DictConfig) -> float | None:
     if cfg.stage not in STAGES:
         print(f"rsbench: error: stage={cfg.stage!r}: use one of {', '.join(STAGES)}", file=sys.stderr)
         sys.exit(2)
+    from rsbench.dual.checks import check_dual_threat
+
+    try:
+        check_dual_threat(cfg.certify)  # before torch is imported
+    except RsbenchError as error:
+        print(f"rsbench: error: {error}", file=sys.stderr)
+        sys.exit(2)
     from rsbench.certify.dual import format_dual_summary
     from rsbench.dual import stages
     from rsbench.stop import StopGuard, StopRequested

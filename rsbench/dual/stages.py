@@ -52,6 +52,7 @@ from rsbench.certify.dual import (
     summarize_dual,
 )
 from rsbench.certify.environment import environment
+from rsbench.certify.grid_noise import GridSmooth
 from rsbench.certify.plot import Curve, plot_certified_accuracy
 from rsbench.certify.progress import progress
 from rsbench.certify.records import PROTOCOL, check_protocol, read_records, write_protocol
@@ -61,6 +62,7 @@ from rsbench.certify.settings import CertifySettings
 from rsbench.certify.smooth import Certificate, Smooth
 from rsbench.certify.subset import indices_digest, require_images
 from rsbench.certify.summary import write_metrics
+from rsbench.dual.checks import check_dual_threat, expert_record_problems, refuse_expert_record, unsound_rows
 from rsbench.errors import ConfigError
 from rsbench.methods.router_loss import LABELS_VERSION
 from rsbench.models import router as routers
@@ -90,17 +92,20 @@ def build_experts(cfg: DictConfig, datamodule: Any) -> list[Any]:
 def smooth_of(
     classifier: torch.nn.Module, classes: int, sigma: float, settings: CertifySettings, device: torch.device
 ) -> Smooth:
-    """The smoothed ``classifier`` at ``sigma`` with the settings' precision and memory format, on ``device``."""
+    """The smoothed ``classifier`` at ``sigma`` with the settings' precision, memory format and grid noise.
+
+    On ``device``. ``certify.noise_grid`` draws the Gaussian noise on the input grid
+    (:class:`~rsbench.certify.grid_noise.GridSmooth`) for the router and every expert alike; other threat models are
+    refused (:func:`rsbench.dual.checks.check_dual_threat`).
+    """
     classifier = classifier.to(device).eval()
     if settings.speed.channels_last:
         classifier.to(memory_format=torch.channels_last)
-    return Smooth(
-        classifier,
-        classes,
-        sigma,
-        precision=settings.speed.precision,
-        channels_last=settings.speed.channels_last,
-    )
+    precision, channels_last = settings.speed.precision, settings.speed.channels_last
+    levels = settings.protocol.noise_grid
+    if levels is not None:
+        return GridSmooth(classifier, classes, sigma, levels=levels, precision=precision, channels_last=channels_last)
+    return Smooth(classifier, classes, sigma, precision=precision, channels_last=channels_last)
 
 
 def training_images(datamodule: Any) -> Any:
@@ -122,6 +127,7 @@ def save_atomic(payload: Mapping[str, Any], path: Path) -> None:
 
 def labels_stage(cfg: DictConfig, output_dir: Path, experts: list[Any] | None = None) -> Path:
     """Label training images with the expert of the largest certified radius at a small n (see the module doc)."""
+    check_dual_threat(cfg.certify)
     settings = CertifySettings.from_config(cfg.certify)
     datamodule = instantiate(cfg.dataset)
     experts = experts if experts is not None else build_experts(cfg, datamodule)
@@ -140,6 +146,7 @@ def labels_stage(cfg: DictConfig, output_dir: Path, experts: list[Any] | None = 
         "experts": [weights_fingerprint(e.classifier) for e in experts],
         "indices": indices_digest(indices),
         "train_size": total,
+        **({"noise_grid": settings.protocol.noise_grid} if settings.protocol.noise_grid is not None else {}),
     }
     path, partial_path = output_dir / LABELS, output_dir / (LABELS + ".partial")
     if path.is_file():
@@ -204,6 +211,7 @@ def labels_stage(cfg: DictConfig, output_dir: Path, experts: list[Any] | None = 
 
 def route_stage(cfg: DictConfig, output_dir: Path, router: routers.Router | None = None) -> Path:
     """The smoothed router's choice (majority of ``route.n`` noisy votes) for the training images."""
+    check_dual_threat(cfg.certify)
     settings = CertifySettings.from_config(cfg.certify)
     datamodule = instantiate(cfg.dataset)
     router = router if router is not None else instantiate(cfg.router)
@@ -349,9 +357,15 @@ def cap_for(settings: CertifySettings, sigma: float, n0: int, n: int, alpha: flo
 
 
 def expert_record_reader(
-    folders: Sequence[str], experts: Sequence[Any], settings: CertifySettings, indices: Sequence[int]
+    folders: Sequence[str], experts: Sequence[Any], settings: CertifySettings, indices: Sequence[int], dataset: str
 ) -> Callable[[int], dict[int, Certificate]]:
-    """Each expert's certificates from its own certification (checked: same protocol, seed, model and images)."""
+    """Each expert's certificates from its own certification (checked: same protocol, seed, model and images).
+
+    A record is refused, naming what differs and what is allowed, unless it is a sound Gaussian l2 certificate of
+    ``dataset`` at this run's precision and grid noise, every reused row marked sound
+    (:func:`rsbench.dual.checks.expert_record_problems`), and certified with this run's n0, n, alpha, seed, mode
+    (and sequential design) of the same expert's weights at its sigma.
+    """
     protocol = settings.protocol
     cache: dict[int, dict[int, Certificate]] = {}
 
@@ -362,6 +376,12 @@ def expert_record_reader(
         stored = json.loads((folder / PROTOCOL).read_text()) if (folder / PROTOCOL).is_file() else None
         if stored is None:
             raise ConfigError(f"expert_records[{k}]={folder}: no {PROTOCOL} (not an rsbench certification)")
+        metrics_path = folder / "metrics.json"
+        metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else None
+        precision, grid = settings.speed.precision, settings.protocol.noise_grid
+        refuse_expert_record(
+            k, folder, expert_record_problems(stored, metrics, dataset=dataset, precision=precision, noise_grid=grid)
+        )
         wanted = {
             "n0": protocol.n0,
             "n": protocol.n,
@@ -382,6 +402,7 @@ def expert_record_reader(
         missing = [i for i in indices if i not in rows]
         if missing:
             raise ConfigError(f"expert_records[{k}]={folder} lacks {len(missing)} of the images (first: {missing[0]})")
+        refuse_expert_record(k, folder, unsound_rows(rows[i] for i in indices))
         cache[k] = {
             i: Certificate(
                 prediction=rows[i].predict,
@@ -404,6 +425,7 @@ def expert_record_reader(
 
 def certify_stage(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
     """Dual CERTIFY of the test subset (see the module docstring); returns the summary (``None`` if stopped)."""
+    check_dual_threat(cfg.certify)
     settings = CertifySettings.from_config(cfg.certify)
     if settings.sigma_mode != "fixed":
         raise ConfigError(
@@ -452,8 +474,9 @@ def certify_stage(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
         "test_size": len(test),
         "precision": settings.speed.precision,
         "channels_last": settings.speed.channels_last,
+        **({"noise_grid": protocol.noise_grid} if protocol.noise_grid is not None else {}),
     }
-    read_expert = expert_record_reader(reuse, experts, settings, indices) if reuse else None
+    read_expert = expert_record_reader(reuse, experts, settings, indices, datamodule.name) if reuse else None
     if read_expert is not None:
         for k in range(len(experts)):
             read_expert(k)  # checks every record before the first row is written
@@ -511,6 +534,7 @@ def certify_stage(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
         "router": {**dict(router.description), "provenance": dict(router.provenance), "sigma": router.sigma},
         "experts": [dict(e.provenance) for e in experts],
         "expert_records": reuse or None,
+        **({"noise_grid": protocol.noise_grid} if protocol.noise_grid is not None else {}),
         "radius_caps": {
             "router": router_cap,
             "experts": {repr(s): cap_for(settings, s, protocol.n0, protocol.n, protocol.alpha) for s in sigmas},
