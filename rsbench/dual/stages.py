@@ -13,10 +13,12 @@
   step is skipped when its output exists, so rerunning continues.
 * ``certify``: dual CERTIFY of the test subset (``certify.*``, fixed n or sequential; by default alpha = beta =
   0.0005, the paper's total 0.001): the router at ``beta`` with
-  ``router_n0`` / ``router_n`` samples, the routed expert at ``certify.alpha``; ``certify.tsv`` (Cohen's six columns,
-  then the chosen sigma and both certificates), ``certify_protocol.json``, ``metrics.json`` (with alpha, beta and
-  their sum) and the plot. ``expert_records`` reuses each expert's own certification of the same images (same seed
-  and protocol, checked against its ``certify_protocol.json`` and the expert's weights): then only the router runs.
+  ``router_n0`` / ``router_n`` samples, the routed expert at ``certify.alpha``; ``certify.tsv`` (rsbench's columns,
+  the routed expert's, then the router's and the expert's certificates: one row type, ``read_rows``),
+  ``certify_protocol.json``, ``metrics.json`` (with alpha, beta and their sum) and the plot. ``expert_records``
+  reuses each expert's own certification of the same images (same seed and protocol, checked against its
+  ``certify_protocol.json`` and the expert's weights; a sound Gaussian l2 certificate, :mod:`rsbench.dual.checks`):
+  then only the router runs.
 """
 
 from __future__ import annotations
@@ -40,14 +42,14 @@ from torch import Tensor
 from rsbench.archs.classifier import weights_fingerprint
 from rsbench.certify.caps import fixed_n_cap
 from rsbench.certify.dual import (
+    DUAL_RECORD,
     RECORD,
     Certifier,
-    DualRecordWriter,
-    DualRow,
     DualSmooth,
+    dual_row,
+    dual_rows,
     fixed_n,
     format_dual_summary,
-    read_dual_rows,
     router_labels,
     summarize_dual,
 )
@@ -55,7 +57,7 @@ from rsbench.certify.environment import environment
 from rsbench.certify.grid_noise import GridSmooth
 from rsbench.certify.plot import Curve, plot_certified_accuracy
 from rsbench.certify.progress import progress
-from rsbench.certify.records import PROTOCOL, check_protocol, read_records, write_protocol
+from rsbench.certify.records import PROTOCOL, RecordWriter, check_protocol, read_records, read_rows, write_protocol
 from rsbench.certify.seeding import derive_seed
 from rsbench.certify.sequential import certify_group
 from rsbench.certify.settings import CertifySettings
@@ -408,7 +410,7 @@ def expert_record_reader(
                 prediction=rows[i].predict,
                 radius=rows[i].radius,
                 p_a_lower=rows[i].pA_lower,
-                count=rows[i].count,
+                count=rows[i].count or 0,  # (an expert's own record always has it)
                 selected=rows[i].predict,
                 n0=protocol.n0,
                 n=rows[i].n,
@@ -491,11 +493,11 @@ def certify_stage(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
         certifier_for(settings, protocol.n0, protocol.n),
     )
     path = output_dir / RECORD
-    done = {row.idx for row in read_dual_rows(path)}
+    done = {row.idx for row in dual_rows(read_rows(path), path)} if path.exists() else set()
     todo = [i for i in indices if i not in done]
     together = settings.speed.images_together(protocol)
     counter = progress(len(indices), "dual certification", "images", len(indices) - len(todo))
-    with DualRecordWriter(path) as writer:
+    with RecordWriter(path, DUAL_RECORD) as writer:
         for first in range(0, len(todo), together):
             group = todo[first : first + together]
             items = [test[i] for i in group]
@@ -504,21 +506,21 @@ def certify_stage(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
             given = None if read_expert is None else _reuse(read_expert, group)
             certificates = dual.certify_batch(xs, seeds, protocol.alpha, beta, expert_certificates=given)
             for idx, item, cert in zip(group, items, certificates, strict=True):
-                writer.append(DualRow.of(idx, int(item[1]), cert))
+                writer.append(dual_row(idx, int(item[1]), cert))
                 counter.update(1)
             if stop_requested() is not None:
                 counter.close()
                 log.warning("dual certification stopped on request; rerun into %s to resume", output_dir)
                 return None
     counter.close()
-    rows_by_idx = {row.idx: row for row in read_dual_rows(path)}
+    rows_by_idx = {row.idx: row for row in dual_rows(read_rows(path), path)}
     rows = [rows_by_idx[i] for i in indices]
     router_cap = cap_for(settings, router.sigma, router_n0, router_n, beta)
     expert_cap = max(cap_for(settings, s, protocol.n0, protocol.n, protocol.alpha) for s in sigmas)
     cap = min(router_cap, expert_cap)
     seconds = float(sum(row.time for row in rows))
     samples = int(
-        sum(row.router_n + row.expert_n + router_n0 + (protocol.n0 if row.expert >= 0 else 0) for row in rows)
+        sum((row.router_n or 0) + row.n + router_n0 + (protocol.n0 if (row.expert or 0) >= 0 else 0) for row in rows)
     )
     env = environment(device)
     extra = {
