@@ -8,6 +8,9 @@ one expert on every noisy copy, so its certificate is the radius cap and the dua
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +23,7 @@ from rsbench.certify.records import read_rows
 from rsbench.dual import stages
 from rsbench.errors import ConfigError
 from rsbench.methods.router_loss import LABELS_VERSION
-from tests.helpers import certify, compose_config, save_checkpoint
+from tests.helpers import ROOT, certify, compose_config, save_checkpoint
 
 SIGMAS = (0.25, 0.5)
 # certify=smoke's alpha for both parts, as the experts' own smoke certifications (tests.helpers.certify) use
@@ -177,3 +180,33 @@ def test_grid_noise_is_honoured_for_the_router_and_the_experts(tmp_path: Path, e
     stages.certify_stage(continuous, tmp_path / "continuous")
     plain = read_rows(tmp_path / "continuous" / "certify.tsv")
     assert [r.pA_lower for r in plain] != [r.pA_lower for r in rows]  # other noise, other draws
+
+
+def dual_command(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m rsbench.dual <args>`` in a child process, as a user runs it."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RSBENCH_KEEP_ALLOCATOR": "1", "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "rsbench.dual", *args]
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow  # (three child processes, each importing torch)
+def test_the_command_runs_as_a_job_locked_with_status_and_resume(tmp_path: Path, experts: list[Path]) -> None:
+    """It used to write no status.json or .hydra/, hold no lock, print no result line nor where it wrote."""
+    run = tmp_path / "run"
+    given = (f"experts=[{experts[0]},{experts[1]}]", *SMALL[:3], *constant_router(1))
+    done = dual_command("stage=certify", *given, f"hydra.run.dir={run}", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"wrote {run}" in done.stdout
+    assert "alpha + beta = 0.01 + 0.0005 = 0.0105" in done.stdout
+    status = json.loads((run / "status.json").read_text())
+    assert (status["status"], status["resume"]) == ("completed", f"python -m rsbench.dual resume={run}")
+    assert (run / ".hydra" / "config.yaml").is_file()
+    assert len(read_rows(run / "certify.tsv")) == 3
+    more = dual_command(f"resume={run}", "certify.max_images=4", cwd=tmp_path)  # one image more, the rest kept
+    assert more.returncode == 0, more.stderr
+    assert len(read_rows(run / "certify.tsv")) == 4
+    wrong = ("router.sigmas=[0.25,1.0]", f"hydra.run.dir={tmp_path / 'no'}")
+    refused = dual_command("stage=certify", *given, *wrong, cwd=tmp_path)
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("rsbench: error: the router routes to sigmas [0.25, 1.0]")
+    assert not (tmp_path / "no").exists()  # a refused command leaves nothing behind

@@ -17,8 +17,8 @@
   the routed expert's, then the router's and the expert's certificates: one row type, ``read_rows``),
   ``certify_protocol.json``, ``metrics.json`` (with alpha, beta and their sum) and the plot. ``expert_records``
   reuses each expert's own certification of the same images (same seed and protocol, checked against its
-  ``certify_protocol.json`` and the expert's weights; a sound Gaussian l2 certificate, :mod:`rsbench.dual.checks`):
-  then only the router runs.
+  ``certify_protocol.json`` and the expert's weights; a sound Gaussian l2 certificate,
+  :mod:`rsbench.certify.dual_checks`): then only the router runs.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from rsbench.certify.dual import (
     router_labels,
     summarize_dual,
 )
+from rsbench.certify.dual_checks import check_dual_threat, expert_record_problems, refuse_expert_record, unsound_rows
 from rsbench.certify.environment import environment
 from rsbench.certify.grid_noise import GridSmooth
 from rsbench.certify.plot import Curve, plot_certified_accuracy
@@ -64,7 +65,6 @@ from rsbench.certify.settings import CertifySettings
 from rsbench.certify.smooth import Certificate, Smooth
 from rsbench.certify.subset import indices_digest, require_images
 from rsbench.certify.summary import write_metrics
-from rsbench.dual.checks import check_dual_threat, expert_record_problems, refuse_expert_record, unsound_rows
 from rsbench.errors import ConfigError
 from rsbench.methods.router_loss import LABELS_VERSION
 from rsbench.models import router as routers
@@ -98,7 +98,7 @@ def smooth_of(
 
     On ``device``. ``certify.noise_grid`` draws the Gaussian noise on the input grid
     (:class:`~rsbench.certify.grid_noise.GridSmooth`) for the router and every expert alike; other threat models are
-    refused (:func:`rsbench.dual.checks.check_dual_threat`).
+    refused (:func:`rsbench.certify.dual_checks.check_dual_threat`).
     """
     classifier = classifier.to(device).eval()
     if settings.speed.channels_last:
@@ -365,7 +365,7 @@ def expert_record_reader(
 
     A record is refused, naming what differs and what is allowed, unless it is a sound Gaussian l2 certificate of
     ``dataset`` at this run's precision and grid noise, every reused row marked sound
-    (:func:`rsbench.dual.checks.expert_record_problems`), and certified with this run's n0, n, alpha, seed, mode
+    (:func:`rsbench.certify.dual_checks.expert_record_problems`), and certified with this run's n0, n, alpha, seed, mode
     (and sequential design) of the same expert's weights at its sigma.
     """
     protocol = settings.protocol
@@ -425,8 +425,14 @@ def expert_record_reader(
     return read
 
 
-def certify_stage(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
-    """Dual CERTIFY of the test subset (see the module docstring); returns the summary (``None`` if stopped)."""
+def certify_stage(
+    cfg: DictConfig, output_dir: Path, on_ready: Callable[[], None] | None = None
+) -> dict[str, Any] | None:
+    """Dual CERTIFY of the test subset (see the module docstring); returns the summary (``None`` if stopped).
+
+    ``on_ready`` is called once every check has passed (models, subset, expert records, the stored protocol), before
+    the first file is written.
+    """
     check_dual_threat(cfg.certify)
     settings = CertifySettings.from_config(cfg.certify)
     if settings.sigma_mode != "fixed":
@@ -483,6 +489,8 @@ def certify_stage(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
         for k in range(len(experts)):
             read_expert(k)  # checks every record before the first row is written
     check_protocol(output_dir, record, ("max_images",))
+    if on_ready is not None:
+        on_ready()
     write_protocol(output_dir, record)
     router_smooth = smooth_of(router.classifier, router.num_choices, router.sigma, settings, device)
     expert_smooths = [smooth_of(e.classifier, e.num_classes, e.sigma, settings, device) for e in experts]

@@ -1,5 +1,9 @@
 """What a dual certification accepts, checked without torch: its threat model and the expert records it reuses.
 
+The command line's check (:func:`check_dual_threat`) runs before torch is imported
+(:func:`rsbench.runs.precheck.check_before_run`), the expert records' when ``stage=certify`` reads them
+(:func:`rsbench.dual.stages.expert_record_reader`).
+
 A dual certificate is (c, min(R_sigma, R_c)): the router's and the routed expert's radii are both l2 radii of
 Gaussian smoothing at a fixed sigma (:mod:`rsbench.certify.dual`). So
 
