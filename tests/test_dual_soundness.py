@@ -158,7 +158,7 @@ def test_the_command_refuses_laplace_noise_before_torch(tmp_path: Path) -> None:
         "except SystemExit as stop:\n    print('EXIT', stop.code)\n"
         f"print('HEAVY', sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))\n"
     )
-    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "RSBENCH_KEEP_ALLOCATOR": "1"}  # (no re-exec)
     result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert "EXIT 2" in result.stdout, result.stderr
     assert "certify.noise='laplace'" in result.stderr
