@@ -14,6 +14,7 @@ tests/test_coverage.py does for CERTIFY. The same grading catches a certifier th
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -23,21 +24,29 @@ from scipy.stats import norm
 
 from rsbench import Smooth
 from rsbench.certify.dual import (
-    COLUMNS,
+    DUAL_RECORD,
     DualCertificate,
-    DualRecordWriter,
-    DualRow,
     DualSmooth,
     combine,
+    dual_row,
+    dual_rows,
     envelope,
     fixed_n,
-    read_dual_rows,
     router_labels,
     router_seed,
     summarize_dual,
 )
+from rsbench.certify.records import (
+    COLUMNS,
+    DUAL_COLUMNS,
+    CertificationRow,
+    RecordWriter,
+    read_rows,
+    write_record,
+)
 from rsbench.certify.seeding import derive_seed
 from rsbench.certify.smooth import Certificate
+from rsbench.errors import DamagedFileError, ProtocolMismatchError
 from tests.classifiers import Linear
 from tests.stats import ALPHA, N0, P_FLAG, N, soundness_p_value
 
@@ -303,40 +312,88 @@ def test_router_and_expert_counts_must_agree() -> None:
 # ------------------------------------------------------------------------------------------ records
 
 
-def row(idx: int, radius: float = 0.4, expert: int = 1) -> DualRow:
+def row(idx: int, radius: float = 0.4, expert: int = 1) -> CertificationRow:
     dual = combine(cert(expert, 0.9), cert(3, radius), [0.25, 0.5, 1.0], 0.001, 0.001)
-    return DualRow.of(idx, 3, dual)
+    return dual_row(idx, 3, dual)
 
 
-def test_record_starts_with_cohens_columns_and_round_trips(tmp_path: Path) -> None:
-    assert COLUMNS[:6] == ("idx", "label", "predict", "radius", "correct", "time")
+def test_record_is_rsbenchs_row_with_the_dual_columns_and_round_trips(tmp_path: Path) -> None:
+    assert (*COLUMNS, *DUAL_COLUMNS) == DUAL_RECORD
     path = tmp_path / "certify.tsv"
-    with DualRecordWriter(path) as writer:
+    with RecordWriter(path, DUAL_RECORD) as writer:
         writer.append(row(0))
         writer.append(row(20, 0.123456789012345, 2))
-    rows = read_dual_rows(path)
+    rows = read_rows(path)  # the one reader of every record
     assert rows == [row(0), row(20, 0.123456789012345, 2)]
-    assert rows[1].sigma == 1.0
+    assert all(r.is_dual for r in rows)
+    assert (rows[1].sigma, rows[1].count, rows[1].n) == (1.0, 900, 1000)  # the routed expert's
     assert rows[1].radius == 0.123456789012345
     assert rows[1].router_radius == 0.9
+    assert rows[1].failure_probability == pytest.approx(0.002)  # a sum of two floats
+    assert CertificationRow.from_line(rows[1].to_line()) == rows[1]
 
 
 def test_record_resumes_after_a_line_cut_short(tmp_path: Path) -> None:
     path = tmp_path / "certify.tsv"
-    with DualRecordWriter(path) as writer:
+    with RecordWriter(path, DUAL_RECORD) as writer:
         writer.append(row(0))
     with path.open("a") as handle:
         handle.write(row(20).to_line()[:15])  # a crash in the middle of a line
-    with DualRecordWriter(path) as writer:
+    with RecordWriter(path, DUAL_RECORD) as writer:
         writer.append(row(40))
-    assert [r.idx for r in read_dual_rows(path)] == [0, 40]
+    assert [r.idx for r in read_rows(path)] == [0, 40]
+
+
+LEGACY = (
+    "idx\tlabel\tpredict\tradius\tcorrect\ttime\tsigma\texpert\trouter_radius\trouter_pA_lower\trouter_n\t"
+    "expert_predict\texpert_radius\texpert_pA_lower\texpert_n\talpha\tbeta\tsound\n"
+    "0\t9\t9\t0.1848136773799691\t1\t7.4053\t0.5\t1\t0.1848136773799691\t0.5733124101675633\t12271\t9\t"
+    "0.5008948165442189\t0.8417773973934864\t1173\t0.001\t0.001\ttrue\n"
+)
+"""The first row of the committed experiments/fashion_mnist_dual_rs/runs/dual_rs/certify.tsv, as written before the
+one row type."""
+
+
+def test_dual_records_written_before_the_one_row_type_still_read(tmp_path: Path) -> None:
+    (tmp_path / "certify.tsv").write_text(LEGACY)
+    (first,) = read_rows(tmp_path / "certify.tsv")
+    assert first.is_dual
+    assert (first.n, first.pA_lower, first.count) == (1173, 0.8417773973934864, None)  # the expert's; count not kept
+    assert (first.expert, first.router_n, first.expert_radius, first.alpha, first.beta) == (
+        1,
+        12271,
+        0.5008948165442189,
+        0.001,
+        0.001,
+    )
+    with pytest.raises(ValueError, match="without count"):
+        first.to_line()
+    with pytest.raises(ProtocolMismatchError), RecordWriter(tmp_path / "certify.tsv", DUAL_RECORD):
+        pass  # continued only under its own header: a new run folder
+
+
+def test_the_validating_reader_refuses_a_dual_radius_above_the_routers(tmp_path: Path) -> None:
+    path = tmp_path / "certify.tsv"
+    write_record(path, [replace(row(0, 0.4), router_radius=0.3)])  # the dual radius 0.4 > the router's 0.3
+    with pytest.raises(
+        DamagedFileError, match=r"line 2 is damaged: radius 0.4 is above min\(router_radius, expert_radius\) 0.3"
+    ):
+        read_rows(path)
+
+
+def test_one_record_holds_one_kind_of_row(tmp_path: Path) -> None:
+    single = CertificationRow(1, 3, 3, 0.1, True, 0.1, 100, 100, 0.9, 0.5)
+    with pytest.raises(ValueError, match="different records"):
+        write_record(tmp_path / "certify.tsv", [row(0), single])
+    with pytest.raises(DamagedFileError, match="image 1 is not a dual"):
+        dual_rows([row(0), single])
 
 
 def test_summary_states_both_failure_probabilities_and_the_chosen_sigmas() -> None:
     rows = [
         row(0, 0.4, 1),
         row(1, 0.6, 2),
-        DualRow.of(2, 3, combine(cert(-1, 0.0), None, [0.25, 0.5, 1.0], 0.001, 0.001)),
+        dual_row(2, 3, combine(cert(-1, 0.0), None, [0.25, 0.5, 1.0], 0.001, 0.001)),
     ]
     summary = summarize_dual(rows, sigmas=[0.25, 0.5, 1.0], router_sigma=1.0, cap=1.0)
     assert summary["failure_probability"] == pytest.approx(0.002)

@@ -1,9 +1,10 @@
 """``experiments/fashion_mnist_dual_rs/compare.py`` on four hand-made images whose every column is counted by hand.
 
-The records are written with rsbench's own writers (``write_record`` for the experts, ``DualRecordWriter`` and
-``summarize_dual`` for the dual certification), so the script reads what a real run leaves. Every column is a
-fraction of four images, so one image more or less moves it by 0.25: the values are compared within 1e-9 (``FRACTION``),
-far below that step and far above any rounding of a mean of four booleans. No radius sits at a radius asked for.
+The records are written with rsbench's own writers (``write_record`` for the experts, ``RecordWriter`` with the
+dual header and ``summarize_dual`` for the dual certification), so the script reads what a real run leaves. Every
+column is a fraction of four images, so one image more or less moves it by 0.25: the values are compared within 1e-9
+(``FRACTION``), far below that step and far above any rounding of a mean of four booleans. No radius sits at a
+radius asked for.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from statistics import NormalDist
 
 import pytest
 
-from rsbench.certify.dual import DualRecordWriter, DualRow, summarize_dual
-from rsbench.certify.records import CertificationRow, write_record
+from rsbench.certify.dual import DUAL_RECORD, summarize_dual
+from rsbench.certify.records import CertificationRow, RecordWriter, write_record
 from rsbench.certify.summary import write_metrics
 
 pytestmark = pytest.mark.study
@@ -66,13 +67,16 @@ def dual_run(folder: Path) -> None:
         k, router_radius = ROUTES[idx]
         predict, expert_radius = experts[k]
         rows.append(
-            DualRow(
+            CertificationRow(
                 idx=idx,
                 label=label,
                 predict=predict,
                 radius=min(router_radius, expert_radius),
                 correct=predict == label,
                 time=0.1,
+                count=100,
+                n=100,
+                pA_lower=NormalDist().cdf(expert_radius / SIGMAS[k]),  # the routed expert's bound
                 sigma=SIGMAS[k],
                 expert=k,
                 router_radius=router_radius,
@@ -80,14 +84,12 @@ def dual_run(folder: Path) -> None:
                 router_n=100,
                 expert_predict=predict,
                 expert_radius=expert_radius,
-                expert_pA_lower=0.9,
-                expert_n=100,
                 alpha=0.001,
                 beta=0.001,
             )
         )
     folder.mkdir(parents=True)
-    with DualRecordWriter(folder / "certify.tsv") as writer:
+    with RecordWriter(folder / "certify.tsv", DUAL_RECORD) as writer:
         for row in rows:
             writer.append(row)
     extra = {"dataset": "mnist_embedded", "mode": "standard", "n0": 10, "n": 100, "router_n0": 10, "router_n": 100}

@@ -8,6 +8,9 @@ one expert on every noisy copy, so its certificate is the radius cap and the dua
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,12 +18,12 @@ import torch
 from omegaconf import DictConfig
 
 from rsbench.archs.registry import build_classifier
-from rsbench.certify.dual import format_dual_summary, read_dual_rows
+from rsbench.certify.dual import format_dual_summary
 from rsbench.certify.records import read_rows
 from rsbench.dual import stages
 from rsbench.errors import ConfigError
 from rsbench.methods.router_loss import LABELS_VERSION
-from tests.helpers import certify, compose_config, save_checkpoint
+from tests.helpers import ROOT, certify, compose_config, save_checkpoint
 
 SIGMAS = (0.25, 0.5)
 # certify=smoke's alpha for both parts, as the experts' own smoke certifications (tests.helpers.certify) use
@@ -60,12 +63,13 @@ def test_a_constant_router_gives_the_experts_own_certificates(tmp_path: Path, ex
     certify(expert_dir, f"model.path={experts[1]}", "certify.max_images=3")
     own = read_rows(expert_dir / "certify.tsv")
     summary = stages.certify_stage(dual_cfg(tmp_path / "dual", experts, *constant_router(1)), tmp_path / "dual")
-    rows = read_dual_rows(tmp_path / "dual" / "certify.tsv")
+    rows = read_rows(tmp_path / "dual" / "certify.tsv")
     assert summary is not None
     assert summary["chosen_sigma"] == {"0.25": 0, "0.5": 3}
     for dual, expert in zip(rows, own, strict=True):
         assert (dual.idx, dual.label, dual.sigma, dual.expert) == (expert.idx, expert.label, 0.5, 1)
-        assert (dual.expert_predict, dual.expert_radius, dual.expert_n) == (expert.predict, expert.radius, expert.n)
+        assert (dual.expert_predict, dual.expert_radius, dual.n) == (expert.predict, expert.radius, expert.n)
+        assert (dual.count, dual.pA_lower) == (expert.count, expert.pA_lower)
         assert dual.radius == min(dual.router_radius, expert.radius)
         assert dual.predict == expert.predict
     # the router's certificate: every one of n votes for the chosen expert -> sigma_r * Phi^-1(alpha^(1/n))
@@ -84,8 +88,8 @@ def test_reused_expert_records_give_the_same_rows(tmp_path: Path, experts: list[
     stages.certify_stage(computed, tmp_path / "computed")
     stages.certify_stage(reused, tmp_path / "reused")
     strip = lambda rows: [(r.idx, r.predict, r.radius, r.expert_radius, r.router_radius) for r in rows]  # noqa: E731
-    assert strip(read_dual_rows(tmp_path / "computed" / "certify.tsv")) == strip(
-        read_dual_rows(tmp_path / "reused" / "certify.tsv")
+    assert strip(read_rows(tmp_path / "computed" / "certify.tsv")) == strip(
+        read_rows(tmp_path / "reused" / "certify.tsv")
     )
     metrics = json.loads((tmp_path / "reused" / "metrics.json").read_text())
     assert metrics["expert_records"] == records
@@ -113,7 +117,7 @@ def test_certify_resumes_without_recomputing_rows(tmp_path: Path, experts: list[
     (tmp_path / "dual" / "certify.tsv").write_text("".join(lines[:2]))  # as if stopped after the first image
     stages.certify_stage(cfg, tmp_path / "dual")
     assert (tmp_path / "dual" / "certify.tsv").read_text().splitlines()[:2] == before.splitlines()[:2]
-    assert len(read_dual_rows(tmp_path / "dual" / "certify.tsv")) == 3
+    assert len(read_rows(tmp_path / "dual" / "certify.tsv")) == 3
 
 
 def test_router_sigmas_must_be_the_experts(tmp_path: Path, experts: list[Path]) -> None:
@@ -156,5 +160,53 @@ def test_the_dual_budget_is_alpha_plus_beta_0_001_by_default(tmp_path: Path, exp
     assert (summary["alpha"], summary["beta"]) == (0.0005, 0.0005)
     assert summary["failure_probability"] == pytest.approx(0.001, abs=1e-15)  # a sum of two floats
     assert "alpha + beta = 0.0005 + 0.0005 = 0.001" in format_dual_summary(summary)
-    rows = read_dual_rows(tmp_path / "certify.tsv")
+    rows = read_rows(tmp_path / "certify.tsv")
     assert {(row.alpha, row.beta) for row in rows} == {(0.0005, 0.0005)}
+
+
+@pytest.mark.slow  # (about 15 s: the grid's thresholds at two sigmas, and three certifications)
+def test_grid_noise_is_honoured_for_the_router_and_the_experts(tmp_path: Path, experts: list[Path]) -> None:
+    """certify.noise_grid=255 used to be ignored: the dual rows are now the expert's own grid certification's."""
+    certify(tmp_path / "expert1", f"model.path={experts[1]}", "certify.max_images=3", "certify.noise_grid=255")
+    own = read_rows(tmp_path / "expert1" / "certify.tsv")
+    cfg = dual_cfg(tmp_path / "dual", experts, *constant_router(1), "certify.noise_grid=255")
+    summary = stages.certify_stage(cfg, tmp_path / "dual")
+    assert summary is not None
+    assert summary["noise_grid"] == 255
+    rows = read_rows(tmp_path / "dual" / "certify.tsv")
+    assert [(r.expert_predict, r.expert_radius, r.n) for r in rows] == [(e.predict, e.radius, e.n) for e in own]
+    assert json.loads((tmp_path / "dual" / "certify_protocol.json").read_text())["noise_grid"] == 255
+    continuous = dual_cfg(tmp_path / "continuous", experts, *constant_router(1))
+    stages.certify_stage(continuous, tmp_path / "continuous")
+    plain = read_rows(tmp_path / "continuous" / "certify.tsv")
+    assert [r.pA_lower for r in plain] != [r.pA_lower for r in rows]  # other noise, other draws
+
+
+def dual_command(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m rsbench.dual <args>`` in a child process, as a user runs it."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RSBENCH_KEEP_ALLOCATOR": "1", "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "rsbench.dual", *args]
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow  # (three child processes, each importing torch)
+def test_the_command_runs_as_a_job_locked_with_status_and_resume(tmp_path: Path, experts: list[Path]) -> None:
+    """It used to write no status.json or .hydra/, hold no lock, print no result line nor where it wrote."""
+    run = tmp_path / "run"
+    given = (f"experts=[{experts[0]},{experts[1]}]", *SMALL[:3], *constant_router(1))
+    done = dual_command("stage=certify", *given, f"hydra.run.dir={run}", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"wrote {run}" in done.stdout
+    assert "alpha + beta = 0.01 + 0.0005 = 0.0105" in done.stdout
+    status = json.loads((run / "status.json").read_text())
+    assert (status["status"], status["resume"]) == ("completed", f"python -m rsbench.dual resume={run}")
+    assert (run / ".hydra" / "config.yaml").is_file()
+    assert len(read_rows(run / "certify.tsv")) == 3
+    more = dual_command(f"resume={run}", "certify.max_images=4", cwd=tmp_path)  # one image more, the rest kept
+    assert more.returncode == 0, more.stderr
+    assert len(read_rows(run / "certify.tsv")) == 4
+    wrong = ("router.sigmas=[0.25,1.0]", f"hydra.run.dir={tmp_path / 'no'}")
+    refused = dual_command("stage=certify", *given, *wrong, cwd=tmp_path)
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("rsbench: error: the router routes to sigmas [0.25, 1.0]")
+    assert not (tmp_path / "no").exists()  # a refused command leaves nothing behind

@@ -34,8 +34,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from scipy.stats import binomtest
 
-from rsbench.certify.dual import read_dual_rows
-from rsbench.certify.records import read_records
+from rsbench.certify.dual import dual_rows
+from rsbench.certify.records import read_records, read_rows
 
 RESAMPLES = 10_000
 
@@ -79,16 +79,16 @@ def main() -> None:
     args = parser.parse_args()
     runs, out = args.study / "runs", args.out or args.study / "report"
     out.mkdir(parents=True, exist_ok=True)
-    dual_rows = read_dual_rows(runs / args.dual / "certify.tsv")
+    dual = dual_rows(read_rows(runs / args.dual / "certify.tsv"), runs / args.dual / "certify.tsv")
     dual_metrics = json.loads((runs / args.dual / "metrics.json").read_text())
-    indices = [r.idx for r in dual_rows]
-    dual_r = np.array([r.radius for r in dual_rows])
-    dual_c = np.array([r.correct for r in dual_rows])
+    indices = [r.idx for r in dual]
+    dual_r = np.array([r.radius for r in dual])
+    dual_c = np.array([r.correct for r in dual])
     # the routed expert's own certificate with the router's radius left out: NOT a certificate (nothing protects the
     # choice of sigma), shown to separate what the choice of sigma costs from what the router's certificate costs
-    routed_r = np.array([r.expert_radius for r in dual_rows])
-    routed_c = np.array([r.expert_predict == r.label for r in dual_rows])
-    router_binds = int((dual_c & (np.array([r.router_radius for r in dual_rows]) < routed_r)).sum())
+    routed_r = np.array([r.expert_radius for r in dual])
+    routed_c = np.array([r.expert_predict == r.label for r in dual])
+    router_binds = int((dual_c & (np.array([r.router_radius for r in dual]) < routed_r)).sum())
     sigmas = dual_metrics["sigmas"]
     experts = {s: load_expert(runs / args.experts / f"expert_sigma{s}", indices) for s in sigmas}
     ddrs, ddrs_on = {}, {}  # DDRS may certify fewer images: compared on those, dual RS on the same ones beside

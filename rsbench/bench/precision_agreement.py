@@ -44,7 +44,7 @@ def compare(first: list[CertificationRow], second: list[CertificationRow], step:
     def cell(row: CertificationRow) -> int:
         return -1 if row.predict < 0 else math.floor(row.radius / step + 1e-12)
 
-    votes = np.array([abs(a.count - b.count) / max(a.n, 1) for a, b in pairs if a.n == b.n])
+    votes = np.array([abs((a.count or 0) - (b.count or 0)) / max(a.n, 1) for a, b in pairs if a.n == b.n])
     return {
         "images": float(len(pairs)),
         "same_prediction": float(np.mean([a.predict == b.predict for a, b in pairs])),

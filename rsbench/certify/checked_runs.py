@@ -27,14 +27,13 @@ def check_run(run: Path, metrics: Mapping[str, Any], protocol: Mapping[str, Any]
     """The checked rows of a run folder's records, by stem, each record's summary checked against them.
 
     ``certify`` and, when ``metrics.json`` has a ``fixed_sigma`` part, ``certify_fixed_sigma``; each record is read
-    with the protocol its summary states (:func:`read_table`) and compared with it (:func:`check_summary`). A record
-    that lacks images of the subset is returned as it is, for the caller to say what is missing.
+    with the protocol its summary states (:func:`read_table`) and compared with it (:func:`check_summary`); a dual
+    run's record is read the same way (its rows carry the router's and the expert's columns). A record that lacks
+    images of the subset is returned as it is, for the caller to say what is missing.
 
     Raises:
         DamagedFileError: a record or the summary is damaged or impossible.
     """
-    if _is_dual(Path(run) / "certify.tsv"):
-        return {"certify": _check_dual(Path(run), metrics, protocol)}
     stems = [("certify", metrics)]
     if isinstance(metrics.get("fixed_sigma"), Mapping):
         stems.insert(0, (FIXED_STEM, {**metrics, **metrics["fixed_sigma"]}))
@@ -54,32 +53,6 @@ def check_run(run: Path, metrics: Mapping[str, Any], protocol: Mapping[str, Any]
             )
         found[stem] = rows
     return found
-
-
-def _is_dual(path: Path) -> bool:
-    """Whether ``path`` is a dual randomized-smoothing record (:mod:`rsbench.certify.dual`: router and expert)."""
-    if not path.is_file():
-        return False
-    with path.open() as file:
-        return "router_radius" in file.readline().split("\t")
-
-
-def _check_dual(run: Path, metrics: Mapping[str, Any], protocol: Mapping[str, Any] | None) -> dict[int, Any]:
-    """A dual run's rows, their common columns checked, and its summary checked against them.
-
-    (:func:`rsbench.certify.dual.read_dual_rows` checks the router and expert columns too, but imports torch.)
-    """
-    from rsbench.errors import damaged_record
-
-    table = read_table(run / "certify.tsv", crash_tail=True, refuse=damaged_record)
-    rows = {record["idx"]: record for record in table.records()}
-    indices = (metrics.get("subset") or {}).get("indices") or sorted(rows)
-    if rows and all(i in rows for i in indices):
-        chosen = [rows[i] for i in indices]
-        summary = {key: value for key, value in metrics.items() if key != "sigma"}  # (one sigma per expert)
-        columns = [[row[key] for row in chosen] for key in ("radius", "correct", "predict")]
-        check_summary(run / "metrics.json", summary, protocol, *columns)
-    return rows
 
 
 def _facts(summary: Mapping[str, Any]) -> Facts:

@@ -22,7 +22,8 @@ not certified to stay constant around x and whose radii are therefore not sound.
 ``DualSmooth`` runs it on top of :class:`~rsbench.certify.smooth.Smooth` (fixed-n CERTIFY) or any certifier with
 the same signature (sequential CERTIFY); the router's noise of image i comes from ``derive_seed(seed_i, ROUTER_KEY)``
 and the experts' from ``seed_i`` itself, so the expert rows are exactly those an expert's own certification with
-the same seed writes. ``DualRow`` is the per-image record (Cohen's six columns first), :func:`summarize_dual` the
+the same seed writes. :func:`dual_row` is the per-image record (a :class:`~rsbench.certify.records.CertificationRow`
+with the router's and the expert's columns), :func:`summarize_dual` the
 ``metrics.json`` content, :func:`router_labels` the router's training labels from the experts' certificates.
 """
 
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +39,9 @@ import numpy as np
 from torch import Tensor
 
 from rsbench.certify.metrics import average_certified_radius, certified_accuracy_curve, radius_grid
-from rsbench.certify.records import RecordWriter, tsv_line
+from rsbench.certify.records import CertificationRow, record_columns
 from rsbench.certify.seeding import derive_seed
 from rsbench.certify.smooth import Certificate, Smooth
-from rsbench.certify.validate import TOLERANCE, read_table
 from rsbench.errors import damaged_record
 
 ABSTAIN = Smooth.ABSTAIN
@@ -214,139 +214,58 @@ def router_labels(radii: np.ndarray) -> np.ndarray:
 
 # ------------------------------------------------------------------------------------------- records
 
-COLUMNS: tuple[str, ...] = (
-    "idx",
-    "label",
-    "predict",
-    "radius",
-    "correct",
-    "time",
-    "sigma",
-    "expert",
-    "router_radius",
-    "router_pA_lower",
-    "router_n",
-    "expert_predict",
-    "expert_radius",
-    "expert_pA_lower",
-    "expert_n",
-    "alpha",
-    "beta",
-    "sound",
-)
+DUAL_RECORD: tuple[str, ...] = record_columns(False, dual=True)
+"""The header of a dual ``certify.tsv``: Cohen's six columns, rsbench's, then the router's and the expert's."""
 
 
-@dataclass(frozen=True)
-class DualRow:
-    """One line of a dual ``certify.tsv``: Cohen's six columns, then the chosen sigma and both certificates.
+def dual_row(idx: int, label: int, cert: DualCertificate) -> CertificationRow:
+    """The record row of image ``idx`` (true class ``label``) certified as ``cert``.
 
-    ``radius`` is min(router_radius, expert_radius) (0 on abstention); ``sigma`` the routed expert's noise level
-    (0 when the router abstained, ``expert`` = -1); ``expert_predict`` -1 when the routed expert abstained or was not
-    run; ``alpha`` and ``beta`` the two failure probabilities, whose sum the certificate holds at.
+    ``radius`` is min(router_radius, expert_radius) (0 on abstention); ``sigma``, ``count``, ``n`` and ``pA_lower``
+    are the routed expert's (0 when the router abstained, ``expert`` = -1); ``expert_predict`` -1 when the routed
+    expert abstained or was not run; ``alpha`` and ``beta`` the two failure probabilities, whose sum the certificate
+    holds at; ``time`` the router's and the expert's seconds together.
     """
+    classifier = cert.classifier
+    seconds = cert.router.seconds + (classifier.seconds if classifier is not None else 0.0)
+    return CertificationRow(
+        idx=idx,
+        label=label,
+        predict=cert.prediction,
+        radius=cert.radius,
+        correct=cert.prediction == label,
+        time=round(seconds, 4),
+        count=classifier.count if classifier is not None else 0,
+        n=classifier.n if classifier is not None else 0,
+        pA_lower=classifier.p_a_lower if classifier is not None else 0.0,
+        sigma=cert.sigma,
+        expert=cert.expert,
+        router_radius=cert.router.radius,
+        router_pA_lower=cert.router.p_a_lower,
+        router_n=cert.router.n,
+        expert_predict=classifier.prediction if classifier is not None else ABSTAIN,
+        expert_radius=classifier.radius if classifier is not None else 0.0,
+        alpha=cert.alpha,
+        beta=cert.beta,
+    )
 
-    idx: int
-    label: int
-    predict: int
-    radius: float
-    correct: bool
-    time: float
-    sigma: float
-    expert: int
-    router_radius: float
-    router_pA_lower: float
-    router_n: int
-    expert_predict: int
-    expert_radius: float
-    expert_pA_lower: float
-    expert_n: int
-    alpha: float
-    beta: float
-    sound: bool = True
 
-    @classmethod
-    def of(cls, idx: int, label: int, cert: DualCertificate) -> DualRow:
-        """The row of image ``idx`` (true class ``label``) certified as ``cert``."""
-        classifier = cert.classifier
-        seconds = cert.router.seconds + (classifier.seconds if classifier is not None else 0.0)
-        return cls(
-            idx=idx,
-            label=label,
-            predict=cert.prediction,
-            radius=cert.radius,
-            correct=cert.prediction == label,
-            time=round(seconds, 4),
-            sigma=cert.sigma,
-            expert=cert.expert,
-            router_radius=cert.router.radius,
-            router_pA_lower=cert.router.p_a_lower,
-            router_n=cert.router.n,
-            expert_predict=classifier.prediction if classifier is not None else ABSTAIN,
-            expert_radius=classifier.radius if classifier is not None else 0.0,
-            expert_pA_lower=classifier.p_a_lower if classifier is not None else 0.0,
-            expert_n=classifier.n if classifier is not None else 0,
-            alpha=cert.alpha,
-            beta=cert.beta,
+def dual_rows(rows: Iterable[CertificationRow], path: Path | None = None) -> list[CertificationRow]:
+    """``rows`` (read by :func:`rsbench.certify.records.read_rows`), refused unless every one is a dual row."""
+    rows = list(rows)
+    single = next((row for row in rows if not row.is_dual), None)
+    if single is not None:
+        raise damaged_record(
+            Path(path or RECORD), None, f"image {single.idx} is not a dual randomized-smoothing row (no router columns)"
         )
-
-    def to_line(self) -> str:
-        """The row as a tab-separated line (floats at full precision, ``correct`` 0/1, ``sound`` true/false)."""
-        return tsv_line(astuple(self), correct_at=COLUMNS.index("correct"))
-
-    @classmethod
-    def from_line(cls, line: str) -> DualRow:
-        """Parse a line written by :meth:`to_line`."""
-        parts = line.rstrip("\n").split("\t")
-        if len(parts) != len(COLUMNS):
-            raise ValueError(f"expected {len(COLUMNS)} tab-separated columns, got {len(parts)}: {line!r}")
-        kwargs: dict[str, Any] = {}
-        for field, text in zip(fields(cls), parts, strict=True):
-            if field.name == "correct":
-                kwargs[field.name] = text == "1"
-            elif field.name == "sound":
-                kwargs[field.name] = text == "true"
-            elif field.type in ("int", int):
-                kwargs[field.name] = int(text)
-            else:
-                kwargs[field.name] = float(text)
-        return cls(**kwargs)
-
-
-def read_dual_rows(path: Path) -> list[DualRow]:
-    """Every complete row of a dual ``certify.tsv``, checked (a last line cut short by a crash is ignored).
-
-    Raises:
-        DamagedFileError: a line is damaged or impossible (:func:`rsbench.certify.validate.read_table`), or a row's
-            radius is above the smaller of its router's and its expert's (the message names the line).
-    """
-    path = Path(path)
-    if not path.exists():
-        return []
-    table = read_table(path, headers=(COLUMNS,), crash_tail=True, refuse=damaged_record)
-    rows = [DualRow(**record) for record in table.records()]
-    for row, line in zip(rows, table.lines, strict=True):
-        if row.predict >= 0 and row.radius > min(row.router_radius, row.expert_radius) + TOLERANCE * (1 + row.radius):
-            raise damaged_record(
-                path, line, f"radius {row.radius!r} is above min(router_radius, expert_radius) of the same row"
-            )
     return rows
-
-
-class DualRecordWriter(RecordWriter):
-    """Appends dual rows to ``certify.tsv``: :class:`RecordWriter` with the dual columns.
-
-    One flushed line each, after cutting a line a crash left half-written; a file with another header is refused.
-    """
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(path, COLUMNS)
 
 
 # ------------------------------------------------------------------------------------------- summary
 
 
 def summarize_dual(
-    rows: Sequence[DualRow],
+    rows: Sequence[CertificationRow],
     *,
     sigmas: Sequence[float],
     router_sigma: float,
@@ -369,8 +288,8 @@ def summarize_dual(
     """
     radii = [row.radius for row in rows]
     correct = [row.correct for row in rows]
-    alphas = {row.alpha for row in rows} or {math.nan}
-    betas = {row.beta for row in rows} or {math.nan}
+    alphas = {math.nan if row.alpha is None else row.alpha for row in rows} or {math.nan}
+    betas = {math.nan if row.beta is None else row.beta for row in rows} or {math.nan}
     if len(alphas) > 1 or len(betas) > 1:
         raise ValueError(f"rows certified at different alpha/beta: {sorted(alphas)} / {sorted(betas)}")
     alpha, beta = alphas.pop(), betas.pop()
@@ -394,7 +313,7 @@ def summarize_dual(
         "chosen_sigma": chosen,
         "mean_samples": {
             "router": float(np.mean([row.router_n for row in rows])) if rows else 0.0,
-            "expert": float(np.mean([row.expert_n for row in rows])) if rows else 0.0,
+            "expert": float(np.mean([row.n for row in rows])) if rows else 0.0,
         },
     }
     summary.update(extra or {})

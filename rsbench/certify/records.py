@@ -6,7 +6,11 @@ fewer when sequential certification stopped early), ``pA_lower``, ``sigma`` and 
 sound certificate: false only for data-dependent-sigma certificates). Radii are written at full float
 precision, so grid thresholds never round a 0.4996 up to 0.5. A record of another threat model than Gaussian noise
 and the l2 norm ends with two more columns, ``norm`` and ``noise`` (:mod:`rsbench.certify.threat`); a record without
-them is Gaussian and l2.
+them is Gaussian and l2. A dual randomized-smoothing record (:mod:`rsbench.certify.dual`) ends with the router's and
+the routed expert's columns instead (:data:`DUAL_COLUMNS`): its ``count``, ``n``, ``pA_lower`` and ``sigma`` are the
+routed expert's, ``radius`` is min(router_radius, expert_radius), and each row holds at ``alpha + beta``. Every
+record is one row type, :class:`CertificationRow`, read by :func:`read_rows` and appended by :class:`RecordWriter`;
+dual records written before that (:data:`LEGACY_DUAL_COLUMNS`, without ``count``) still read, their ``count`` None.
 
 Next to it, ``certify_protocol.json`` records what the rows depend on (n0, n, alpha, sigma, seed, the subset, the
 model's weights fingerprint). Rerunning into the same directory continues after the last complete row; a protocol
@@ -23,7 +27,7 @@ import fcntl
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
@@ -47,6 +51,26 @@ COLUMNS: tuple[str, ...] = (
 THREAT_COLUMNS: tuple[str, ...] = ("norm", "noise")
 """Appended to :data:`COLUMNS` in records of a threat model other than Gaussian noise and the l2 norm."""
 DEFAULT_THREAT = ("l2", "gaussian")
+DUAL_COLUMNS: tuple[str, ...] = (
+    "expert",
+    "router_radius",
+    "router_pA_lower",
+    "router_n",
+    "expert_predict",
+    "expert_radius",
+    "alpha",
+    "beta",
+)
+"""Appended to :data:`COLUMNS` in a dual randomized-smoothing record: the routed expert's index (-1: the router
+abstained), the router's certificate, the expert's prediction and radius (-1 and 0 when it abstained or was not run),
+and the two failure probabilities."""
+LEGACY_DUAL_COLUMNS: tuple[str, ...] = (
+    *("idx", "label", "predict", "radius", "correct", "time", "sigma", "expert", "router_radius", "router_pA_lower"),
+    *("router_n", "expert_predict", "expert_radius", "expert_pA_lower", "expert_n", "alpha", "beta", "sound"),
+)
+"""The header of the dual records written before the one row type (no ``count``; the expert's n and pA_lower named
+``expert_n`` and ``expert_pA_lower``): read, never written."""
+_LEGACY_NAMES = {"expert_n": "n", "expert_pA_lower": "pA_lower"}
 
 
 def tsv_line(values: Iterable[Any], correct_at: int) -> str:
@@ -66,7 +90,12 @@ def tsv_line(values: Iterable[Any], correct_at: int) -> str:
 
 @dataclass(frozen=True)
 class CertificationRow:
-    """One line of ``certify.tsv``."""
+    """One line of a per-image record: ``certify.tsv`` of one model, or of a dual certification.
+
+    The dual fields (``expert`` ... ``beta``) are ``None`` in a record of one model; in a dual record ``count``,
+    ``n``, ``pA_lower`` and ``sigma`` are the routed expert's (``count`` None in records written before this row
+    type, which did not keep it).
+    """
 
     idx: int
     label: int
@@ -74,42 +103,66 @@ class CertificationRow:
     radius: float
     correct: bool
     time: float
-    count: int
+    count: int | None
     n: int
     pA_lower: float
     sigma: float
     sound: bool = True
     norm: str = DEFAULT_THREAT[0]
     noise: str = DEFAULT_THREAT[1]
+    expert: int | None = None
+    router_radius: float | None = None
+    router_pA_lower: float | None = None
+    router_n: int | None = None
+    expert_predict: int | None = None
+    expert_radius: float | None = None
+    alpha: float | None = None
+    beta: float | None = None
 
     @property
     def names_threat(self) -> bool:
         """Whether the line carries ``norm`` and ``noise`` (any threat model but Gaussian noise and l2)."""
         return (self.norm, self.noise) != DEFAULT_THREAT
 
+    @property
+    def is_dual(self) -> bool:
+        """Whether the row is a dual randomized-smoothing certificate (router and routed expert)."""
+        return self.expert is not None
+
+    @property
+    def failure_probability(self) -> float | None:
+        """alpha + beta for a dual row (the probability its certificate is wrong, at most); ``None`` otherwise."""
+        return self.alpha + self.beta if self.alpha is not None and self.beta is not None else None
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The header of a record of rows like this one (:func:`record_columns`)."""
+        return record_columns(self.names_threat, dual=self.is_dual)
+
     def to_line(self) -> str:
         """The row as a tab-separated line (full float precision, ``correct`` as 0/1, ``sound`` as true/false)."""
-        values = astuple(self)[: len(COLUMNS) + (len(THREAT_COLUMNS) if self.names_threat else 0)]
-        return tsv_line(values, correct_at=COLUMNS.index("correct"))
+        if self.count is None:
+            raise ValueError(f"image {self.idx}: a row read from a record without count cannot be written again")
+        return tsv_line((getattr(self, name) for name in self.columns), correct_at=COLUMNS.index("correct"))
 
     @classmethod
-    def from_line(cls, line: str) -> CertificationRow:
-        """Parse a line written by :meth:`to_line`."""
+    def from_line(cls, line: str, columns: tuple[str, ...] | None = None) -> CertificationRow:
+        """Parse a line written by :meth:`to_line` (``columns``: its record's header; by default told by its length)."""
         parts = line.rstrip("\n").split("\t")
-        if len(parts) not in (len(COLUMNS), len(COLUMNS) + len(THREAT_COLUMNS)):
-            raise ValueError(f"expected {len(COLUMNS)} tab-separated columns, got {len(parts)}: {line!r}")
+        if columns is None:
+            known = {len(c): c for c in (COLUMNS, COLUMNS + THREAT_COLUMNS, COLUMNS + DUAL_COLUMNS)}
+            if len(parts) not in known:
+                raise ValueError(f"expected {len(COLUMNS)} tab-separated columns, got {len(parts)}: {line!r}")
+            columns = known[len(parts)]
+        types = {field.name: field.type for field in fields(cls)}
         kwargs: dict[str, Any] = {}
-        for field, text in zip(fields(cls), parts, strict=False):
-            if field.name in THREAT_COLUMNS:
-                kwargs[field.name] = text
-            elif field.name == "correct":
-                kwargs[field.name] = text == "1"
-            elif field.name == "sound":
-                kwargs[field.name] = text == "true"
-            elif field.type in ("int", int):
-                kwargs[field.name] = int(text)
+        for name, text in zip(columns, parts, strict=True):
+            if name in THREAT_COLUMNS:
+                kwargs[name] = text
+            elif name in ("correct", "sound"):
+                kwargs[name] = text == ("1" if name == "correct" else "true")
             else:
-                kwargs[field.name] = float(text)
+                kwargs[name] = int(text) if str(types[name]).startswith("int") else float(text)
         return cls(**kwargs)
 
 
@@ -126,9 +179,14 @@ def read_rows(path: Path, facts: Facts = UNKNOWN) -> list[CertificationRow]:
     Raises:
         DamagedFileError: a line is damaged or impossible (the message names it and what to do).
     """
-    headers = (COLUMNS, COLUMNS + THREAT_COLUMNS)
+    headers = (COLUMNS, COLUMNS + THREAT_COLUMNS, COLUMNS + DUAL_COLUMNS, LEGACY_DUAL_COLUMNS)
     table = read_table(path, headers=headers, facts=facts, crash_tail=True, refuse=damaged_record)
-    return [CertificationRow(**record) for record in table.records()]
+    if table.header != LEGACY_DUAL_COLUMNS:
+        return [CertificationRow(**record) for record in table.records()]
+    return [
+        CertificationRow(count=None, **{_LEGACY_NAMES.get(k, k): v for k, v in record.items()})
+        for record in table.records()
+    ]
 
 
 STEM = "certify"
@@ -254,15 +312,28 @@ def merge_records(directory: Path, stem: str = STEM) -> list[CertificationRow]:
 
 
 def write_record(path: Path, rows: Iterable[CertificationRow]) -> None:
-    """Write a whole record at once, atomically (used for merged and post-processed records)."""
+    """Write a whole record at once, atomically (used for merged and post-processed records).
+
+    Raises:
+        ValueError: the rows are of different kinds (one model's and dual, or of different threat models).
+    """
     rows = list(rows)
-    header = record_columns(any(row.names_threat for row in rows))
+    headers = {row.columns for row in rows} or {COLUMNS}
+    if len(headers) > 1:
+        raise ValueError(f"{path}: rows of different records ({sorted(map(list, headers))}) cannot share one file")
+    header = headers.pop()
     write_text_atomically(Path(path), "\t".join(header) + "\n" + "".join(row.to_line() for row in rows))
 
 
-def record_columns(names_threat: bool) -> tuple[str, ...]:
-    """The header of a record: :data:`COLUMNS`, then :data:`THREAT_COLUMNS` when its rows name a threat model."""
-    return COLUMNS + THREAT_COLUMNS if names_threat else COLUMNS
+def record_columns(names_threat: bool, *, dual: bool = False) -> tuple[str, ...]:
+    """The header of a record: :data:`COLUMNS`, then its threat model's or a dual certification's columns.
+
+    :data:`THREAT_COLUMNS` when its rows name a threat model, :data:`DUAL_COLUMNS` for a dual certification
+    (Gaussian and l2 only).
+    """
+    if dual and names_threat:
+        raise ValueError("a dual randomized-smoothing record certifies Gaussian noise and the l2 norm only")
+    return COLUMNS + DUAL_COLUMNS if dual else COLUMNS + THREAT_COLUMNS if names_threat else COLUMNS
 
 
 class RecordRow(Protocol):

@@ -1,7 +1,7 @@
 """One validating reader for every per-image certification record, and the check of a run's summary against it.
 
 Every record rsbench reads goes through :func:`read_table`: a run's ``certify.tsv`` and its shards
-(:func:`rsbench.certify.records.read_rows`), the dual records (:func:`rsbench.certify.dual.read_dual_rows`), Cohen et
+(:func:`rsbench.certify.records.read_rows`), dual randomized-smoothing records among them, Cohen et
 al.'s TSVs and the released logs (:func:`rsbench.report.load.read_cohen_tsv`). A record is refused, in one line that
 names the file, the line and the problem, when
 
@@ -17,7 +17,9 @@ names the file, the line and the problem, when
 - a sound row of Gaussian noise and the l2 norm claims more than its own bound certifies: a radius above
   ``sigma * Phi^-1(pA_lower)``, or above the protocol's cap ``sigma * Phi^-1(alpha^(1/n))`` (n of n votes; the row's
   own ``n`` where it has one) when alpha is known. Rows that are not sound certificates (data-dependent sigma in
-  memory mode rewrites radii) and other threat models are spared these two checks.
+  memory mode rewrites radii) and other threat models are spared these two checks;
+- a dual row (``router_radius`` and ``expert_radius`` columns) claims a radius above the smaller of its router's
+  and its expert's.
 
 Tolerances: radii and bounds rsbench writes are full-precision floats, and Phi^-1 recomputed here (the standard
 library's, no SciPy) agrees with SciPy's to about 1e-12 even at the cap (n = 10^6); a radius may exceed a bound by
@@ -301,6 +303,20 @@ def check_rows(table: Table, facts: Facts = UNKNOWN, refuse: Refuse = refusal, r
         )
     _check_bound(at, columns, radius, predict)
     _check_cap(at, columns, radius, predict, facts, radius_text)
+    _check_dual(at, columns, radius, predict)
+
+
+def _check_dual(refuse: At, columns: Mapping[str, list[Any]], radius: np.ndarray, predict: Any) -> None:
+    """A dual row's radius <= min(router_radius, expert_radius) (the dual certificate is the smaller of the two)."""
+    if "router_radius" not in columns or "expert_radius" not in columns:
+        return
+    both = np.minimum(np.asarray(columns["router_radius"], float), np.asarray(columns["expert_radius"], float))
+    over = (np.asarray(predict) >= 0) & (radius > both + TOLERANCE * (1 + radius))
+    _first(
+        refuse,
+        over,
+        lambda i: f"radius {float(radius[i])!r} is above min(router_radius, expert_radius) {float(both[i])!r}",
+    )
 
 
 At = Callable[[int, str], Exception]

@@ -13,21 +13,22 @@
   step is skipped when its output exists, so rerunning continues.
 * ``certify``: dual CERTIFY of the test subset (``certify.*``, fixed n or sequential; by default alpha = beta =
   0.0005, the paper's total 0.001): the router at ``beta`` with
-  ``router_n0`` / ``router_n`` samples, the routed expert at ``certify.alpha``; ``certify.tsv`` (Cohen's six columns,
-  then the chosen sigma and both certificates), ``certify_protocol.json``, ``metrics.json`` (with alpha, beta and
-  their sum) and the plot. ``expert_records`` reuses each expert's own certification of the same images (same seed
-  and protocol, checked against its ``certify_protocol.json`` and the expert's weights): then only the router runs.
+  ``router_n0`` / ``router_n`` samples, the routed expert at ``certify.alpha``; ``certify.tsv`` (rsbench's columns,
+  the routed expert's, then the router's and the expert's certificates: one row type, ``read_rows``),
+  ``certify_protocol.json``, ``metrics.json`` (with alpha, beta and their sum) and the plot. ``expert_records``
+  reuses each expert's own certification of the same images (same seed and protocol, checked against its
+  ``certify_protocol.json`` and the expert's weights; a sound Gaussian l2 certificate,
+  :mod:`rsbench.certify.dual_checks`): then only the router runs.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -40,21 +41,24 @@ from torch import Tensor
 from rsbench.archs.classifier import weights_fingerprint
 from rsbench.certify.caps import fixed_n_cap
 from rsbench.certify.dual import (
+    DUAL_RECORD,
     RECORD,
     Certifier,
-    DualRecordWriter,
-    DualRow,
     DualSmooth,
+    dual_row,
+    dual_rows,
     fixed_n,
     format_dual_summary,
-    read_dual_rows,
     router_labels,
     summarize_dual,
 )
+from rsbench.certify.dual_checks import check_dual_threat, expert_record_problems, refuse_expert_record, unsound_rows
 from rsbench.certify.environment import environment
+from rsbench.certify.grid_noise import GridSmooth
+from rsbench.certify.pipeline import recorded_provenance
 from rsbench.certify.plot import Curve, plot_certified_accuracy
 from rsbench.certify.progress import progress
-from rsbench.certify.records import PROTOCOL, check_protocol, read_records, write_protocol
+from rsbench.certify.records import PROTOCOL, RecordWriter, check_protocol, read_records, read_rows, write_protocol
 from rsbench.certify.seeding import derive_seed
 from rsbench.certify.sequential import certify_group
 from rsbench.certify.settings import CertifySettings
@@ -62,6 +66,7 @@ from rsbench.certify.smooth import Certificate, Smooth
 from rsbench.certify.subset import indices_digest, require_images
 from rsbench.certify.summary import write_metrics
 from rsbench.errors import ConfigError
+from rsbench.files import record_path, save_atomically
 from rsbench.methods.router_loss import LABELS_VERSION
 from rsbench.models import router as routers
 from rsbench.stop import raise_if_stop_requested, stop_requested
@@ -90,17 +95,20 @@ def build_experts(cfg: DictConfig, datamodule: Any) -> list[Any]:
 def smooth_of(
     classifier: torch.nn.Module, classes: int, sigma: float, settings: CertifySettings, device: torch.device
 ) -> Smooth:
-    """The smoothed ``classifier`` at ``sigma`` with the settings' precision and memory format, on ``device``."""
+    """The smoothed ``classifier`` at ``sigma`` with the settings' precision, memory format and grid noise.
+
+    On ``device``. ``certify.noise_grid`` draws the Gaussian noise on the input grid
+    (:class:`~rsbench.certify.grid_noise.GridSmooth`) for the router and every expert alike; other threat models are
+    refused (:func:`rsbench.certify.dual_checks.check_dual_threat`).
+    """
     classifier = classifier.to(device).eval()
     if settings.speed.channels_last:
         classifier.to(memory_format=torch.channels_last)
-    return Smooth(
-        classifier,
-        classes,
-        sigma,
-        precision=settings.speed.precision,
-        channels_last=settings.speed.channels_last,
-    )
+    precision, channels_last = settings.speed.precision, settings.speed.channels_last
+    levels = settings.protocol.noise_grid
+    if levels is not None:
+        return GridSmooth(classifier, classes, sigma, levels=levels, precision=precision, channels_last=channels_last)
+    return Smooth(classifier, classes, sigma, precision=precision, channels_last=channels_last)
 
 
 def training_images(datamodule: Any) -> Any:
@@ -109,19 +117,12 @@ def training_images(datamodule: Any) -> Any:
     return datamodule.source(datamodule.data_dir, True, datamodule.eval_transform, False)
 
 
-def save_atomic(payload: Mapping[str, Any], path: Path) -> None:
-    """``torch.save`` through a temporary file, so a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + f".tmp{os.getpid()}")
-    torch.save(dict(payload), temporary)
-    os.replace(temporary, path)
-
-
 # ------------------------------------------------------------------------------------------- labels
 
 
 def labels_stage(cfg: DictConfig, output_dir: Path, experts: list[Any] | None = None) -> Path:
     """Label training images with the expert of the largest certified radius at a small n (see the module doc)."""
+    check_dual_threat(cfg.certify)
     settings = CertifySettings.from_config(cfg.certify)
     datamodule = instantiate(cfg.dataset)
     experts = experts if experts is not None else build_experts(cfg, datamodule)
@@ -140,6 +141,7 @@ def labels_stage(cfg: DictConfig, output_dir: Path, experts: list[Any] | None = 
         "experts": [weights_fingerprint(e.classifier) for e in experts],
         "indices": indices_digest(indices),
         "train_size": total,
+        **({"noise_grid": settings.protocol.noise_grid} if settings.protocol.noise_grid is not None else {}),
     }
     path, partial_path = output_dir / LABELS, output_dir / (LABELS + ".partial")
     if path.is_file():
@@ -175,7 +177,7 @@ def labels_stage(cfg: DictConfig, output_dir: Path, experts: list[Any] | None = 
         counter.update(len(group))
         stopping = stop_requested() is not None
         if stopping or time.monotonic() - last_save > SAVE_EVERY_SECONDS:
-            save_atomic({"protocol": protocol, "radii": radii}, partial_path)
+            save_atomically({"protocol": protocol, "radii": radii}, partial_path)
             last_save = time.monotonic()
         raise_if_stop_requested()
     counter.close()
@@ -183,7 +185,7 @@ def labels_stage(cfg: DictConfig, output_dir: Path, experts: list[Any] | None = 
     chosen = torch.as_tensor(router_labels(radii[indices].numpy()))
     labelled[torch.as_tensor(indices)] = chosen
     table = {"version": LABELS_VERSION, "protocol": protocol, "labels": labelled, "radii": radii, "sigmas": sigmas}
-    save_atomic(table, path)
+    save_atomically(dict(table), path)
     partial_path.unlink(missing_ok=True)
     counts = {repr(s): int((chosen == k).sum()) for k, s in enumerate(sigmas)}
     none = int((radii[indices] == 0).all(dim=1).sum())
@@ -204,6 +206,7 @@ def labels_stage(cfg: DictConfig, output_dir: Path, experts: list[Any] | None = 
 
 def route_stage(cfg: DictConfig, output_dir: Path, router: routers.Router | None = None) -> Path:
     """The smoothed router's choice (majority of ``route.n`` noisy votes) for the training images."""
+    check_dual_threat(cfg.certify)
     settings = CertifySettings.from_config(cfg.certify)
     datamodule = instantiate(cfg.dataset)
     router = router if router is not None else instantiate(cfg.router)
@@ -229,7 +232,7 @@ def route_stage(cfg: DictConfig, output_dir: Path, router: routers.Router | None
         counter.update(len(group))
         raise_if_stop_requested()
     counter.close()
-    save_atomic({"routes": routes, "sigmas": list(router.sigmas), "n": int(spec.n)}, path)
+    save_atomically({"routes": routes, "sigmas": list(router.sigmas), "n": int(spec.n)}, path)
     counts = {repr(s): int((routes == k).sum()) for k, s in enumerate(router.sigmas)}
     log.info("routes of %d training images: %s", len(indices), counts)
     return path
@@ -349,9 +352,15 @@ def cap_for(settings: CertifySettings, sigma: float, n0: int, n: int, alpha: flo
 
 
 def expert_record_reader(
-    folders: Sequence[str], experts: Sequence[Any], settings: CertifySettings, indices: Sequence[int]
+    folders: Sequence[str], experts: Sequence[Any], settings: CertifySettings, indices: Sequence[int], dataset: str
 ) -> Callable[[int], dict[int, Certificate]]:
-    """Each expert's certificates from its own certification (checked: same protocol, seed, model and images)."""
+    """Each expert's certificates from its own certification (checked: same protocol, seed, model and images).
+
+    A record is refused, naming what differs and what is allowed, unless it is a sound Gaussian l2 certificate of
+    ``dataset`` at this run's precision and grid noise, every reused row marked sound
+    (:func:`rsbench.certify.dual_checks.expert_record_problems`), and certified with this run's n0, n, alpha, seed, mode
+    (and sequential design) of the same expert's weights at its sigma.
+    """
     protocol = settings.protocol
     cache: dict[int, dict[int, Certificate]] = {}
 
@@ -362,6 +371,12 @@ def expert_record_reader(
         stored = json.loads((folder / PROTOCOL).read_text()) if (folder / PROTOCOL).is_file() else None
         if stored is None:
             raise ConfigError(f"expert_records[{k}]={folder}: no {PROTOCOL} (not an rsbench certification)")
+        metrics_path = folder / "metrics.json"
+        metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else None
+        precision, grid = settings.speed.precision, settings.protocol.noise_grid
+        refuse_expert_record(
+            k, folder, expert_record_problems(stored, metrics, dataset=dataset, precision=precision, noise_grid=grid)
+        )
         wanted = {
             "n0": protocol.n0,
             "n": protocol.n,
@@ -382,12 +397,13 @@ def expert_record_reader(
         missing = [i for i in indices if i not in rows]
         if missing:
             raise ConfigError(f"expert_records[{k}]={folder} lacks {len(missing)} of the images (first: {missing[0]})")
+        refuse_expert_record(k, folder, unsound_rows(rows[i] for i in indices))
         cache[k] = {
             i: Certificate(
                 prediction=rows[i].predict,
                 radius=rows[i].radius,
                 p_a_lower=rows[i].pA_lower,
-                count=rows[i].count,
+                count=rows[i].count or 0,  # (an expert's own record always has it)
                 selected=rows[i].predict,
                 n0=protocol.n0,
                 n=rows[i].n,
@@ -402,8 +418,15 @@ def expert_record_reader(
     return read
 
 
-def certify_stage(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
-    """Dual CERTIFY of the test subset (see the module docstring); returns the summary (``None`` if stopped)."""
+def certify_stage(
+    cfg: DictConfig, output_dir: Path, on_ready: Callable[[], None] | None = None
+) -> dict[str, Any] | None:
+    """Dual CERTIFY of the test subset (see the module docstring); returns the summary (``None`` if stopped).
+
+    ``on_ready`` is called once every check has passed (models, subset, expert records, the stored protocol), before
+    the first file is written.
+    """
+    check_dual_threat(cfg.certify)
     settings = CertifySettings.from_config(cfg.certify)
     if settings.sigma_mode != "fixed":
         raise ConfigError(
@@ -452,12 +475,15 @@ def certify_stage(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
         "test_size": len(test),
         "precision": settings.speed.precision,
         "channels_last": settings.speed.channels_last,
+        **({"noise_grid": protocol.noise_grid} if protocol.noise_grid is not None else {}),
     }
-    read_expert = expert_record_reader(reuse, experts, settings, indices) if reuse else None
+    read_expert = expert_record_reader(reuse, experts, settings, indices, datamodule.name) if reuse else None
     if read_expert is not None:
         for k in range(len(experts)):
             read_expert(k)  # checks every record before the first row is written
     check_protocol(output_dir, record, ("max_images",))
+    if on_ready is not None:
+        on_ready()
     write_protocol(output_dir, record)
     router_smooth = smooth_of(router.classifier, router.num_choices, router.sigma, settings, device)
     expert_smooths = [smooth_of(e.classifier, e.num_classes, e.sigma, settings, device) for e in experts]
@@ -468,11 +494,11 @@ def certify_stage(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
         certifier_for(settings, protocol.n0, protocol.n),
     )
     path = output_dir / RECORD
-    done = {row.idx for row in read_dual_rows(path)}
+    done = {row.idx for row in dual_rows(read_rows(path), path)} if path.exists() else set()
     todo = [i for i in indices if i not in done]
     together = settings.speed.images_together(protocol)
     counter = progress(len(indices), "dual certification", "images", len(indices) - len(todo))
-    with DualRecordWriter(path) as writer:
+    with RecordWriter(path, DUAL_RECORD) as writer:
         for first in range(0, len(todo), together):
             group = todo[first : first + together]
             items = [test[i] for i in group]
@@ -481,21 +507,21 @@ def certify_stage(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
             given = None if read_expert is None else _reuse(read_expert, group)
             certificates = dual.certify_batch(xs, seeds, protocol.alpha, beta, expert_certificates=given)
             for idx, item, cert in zip(group, items, certificates, strict=True):
-                writer.append(DualRow.of(idx, int(item[1]), cert))
+                writer.append(dual_row(idx, int(item[1]), cert))
                 counter.update(1)
             if stop_requested() is not None:
                 counter.close()
                 log.warning("dual certification stopped on request; rerun into %s to resume", output_dir)
                 return None
     counter.close()
-    rows_by_idx = {row.idx: row for row in read_dual_rows(path)}
+    rows_by_idx = {row.idx: row for row in dual_rows(read_rows(path), path)}
     rows = [rows_by_idx[i] for i in indices]
     router_cap = cap_for(settings, router.sigma, router_n0, router_n, beta)
     expert_cap = max(cap_for(settings, s, protocol.n0, protocol.n, protocol.alpha) for s in sigmas)
     cap = min(router_cap, expert_cap)
     seconds = float(sum(row.time for row in rows))
     samples = int(
-        sum(row.router_n + row.expert_n + router_n0 + (protocol.n0 if row.expert >= 0 else 0) for row in rows)
+        sum((row.router_n or 0) + row.n + router_n0 + (protocol.n0 if (row.expert or 0) >= 0 else 0) for row in rows)
     )
     env = environment(device)
     extra = {
@@ -508,9 +534,14 @@ def certify_stage(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
         "router_n": router_n,
         "mode": settings.mode,
         **({"design": settings.sequential.design} if settings.sequential is not None else {}),
-        "router": {**dict(router.description), "provenance": dict(router.provenance), "sigma": router.sigma},
-        "experts": [dict(e.provenance) for e in experts],
-        "expert_records": reuse or None,
+        "router": {
+            **dict(router.description),
+            "provenance": recorded_provenance(router.provenance, output_dir),
+            "sigma": router.sigma,
+        },
+        "experts": [recorded_provenance(e.provenance, output_dir) for e in experts],
+        "expert_records": [record_path(folder, output_dir) for folder in reuse] if reuse else None,
+        **({"noise_grid": protocol.noise_grid} if protocol.noise_grid is not None else {}),
         "radius_caps": {
             "router": router_cap,
             "experts": {repr(s): cap_for(settings, s, protocol.n0, protocol.n, protocol.alpha) for s in sigmas},

@@ -3,7 +3,9 @@
 A run folder holds ``metrics.json`` (the protocol and the summary), ``certify.tsv`` (one row per image) and, when
 Hydra wrote it, ``.hydra/overrides.yaml`` (what the command line changed) and ``.hydra/config.yaml``. Nothing else is
 read, so copied result folders work. A run certified with a per-input sigma gives two results: the sound fixed-sigma
-certificates (``certify_fixed_sigma.tsv``) and the labelled unsound ones (``certify.tsv``).
+certificates (``certify_fixed_sigma.tsv``) and the labelled unsound ones (``certify.tsv``). A dual
+randomized-smoothing run (``python -m rsbench.dual stage=certify``) gives one, whose certificates hold at alpha + beta
+(its ``beta``, and its variant says both).
 
 A TSV in the format of Cohen et al.'s ``certify.py`` (``idx label predict radius correct time``, radius often with
 3 significant digits, time as seconds or ``0:00:01.234``), as the authors of the papers released them, is read when
@@ -83,6 +85,9 @@ class Result:
         attack: ``metrics.json["attack"]`` of a run attacked after certification, else None.
         attack_records: its ``attack.tsv`` rows (idx, radius, correct, ...), else None.
         cost: what the run cost (GPU- or core-hours), None when unknown (TSVs: a paper's cost is the leaderboard's).
+        beta: a dual randomized-smoothing run's router failure probability (its certificates hold at alpha + beta;
+            ``protocol["beta"]`` too), None for every other result. A dual result's ``sigma`` is its largest
+            expert's.
     """
 
     source: Path
@@ -110,6 +115,7 @@ class Result:
     attack: Mapping[str, Any] | None = None
     attack_records: pd.DataFrame | None = field(default=None, repr=False)
     cost: Cost | None = None
+    beta: float | None = None
 
     @property
     def label(self) -> str:
@@ -246,11 +252,8 @@ def read_run(run: Path) -> list[Result]:
         records = check_run(run, metrics, protocol)
     except DamagedFileError as error:
         raise ReportError(str(error)) from None
-    if any(not isinstance(row, CertificationRow) for row in records["certify"].values()):
-        raise ReportError(
-            f"{run} is a dual randomized-smoothing run (its certify.tsv holds router and expert columns): the report "
-            "reads single-model runs; its metrics.json has the summary (docs/dual_smoothing.md)"
-        )
+    if any(row.is_dual for row in records["certify"].values()):
+        return [_dual_result(run, metrics, hydra, records["certify"])]
     if "fixed_sigma" not in metrics:
         variant = _sequential_variant(metrics) if metrics.get("mode") == "sequential" else ""
         return [_run_result(run, "certify", metrics, metrics, hydra, variant, records["certify"])]
@@ -260,6 +263,29 @@ def read_run(run: Path) -> list[Result]:
         _run_result(run, FIXED_STEM, fixed, metrics, hydra, "fixed sigma, sound", records[FIXED_STEM]),
         _run_result(run, "certify", metrics, metrics, hydra, f"{mode} sigma, NOT sound", records["certify"]),
     ]
+
+
+def _dual_result(
+    run: Path, metrics: dict[str, Any], hydra: dict[str, Any], rows: dict[int, CertificationRow]
+) -> Result:
+    """A dual randomized-smoothing run's result: its certificates hold at alpha + beta, which its variant says.
+
+    Its sigma is input-dependent: the result stands at the largest expert sigma (the table it is compared in), and
+    the variant names every expert's sigma and the router's.
+    """
+    sigmas, alpha, beta = metrics.get("sigmas"), metrics.get("alpha"), metrics.get("beta")
+    if not sigmas or not isinstance(alpha, int | float) or not isinstance(beta, int | float):
+        raise ReportError(f"{run / 'metrics.json'} is a dual run's but lacks sigmas, alpha or beta: not rsbench's")
+    experts = ", ".join(f"{float(s):g}" for s in sigmas)
+    variant = f"experts at sigma {experts}, router at {float(metrics.get('router_sigma', math.nan)):g}"
+    variant += f"; alpha + beta = {alpha:g} + {beta:g}"
+    if metrics.get("mode") == "sequential":
+        variant = f"{_sequential_variant(metrics)}; {variant}"
+    samples = metrics.get("mean_samples")  # the router's and the expert's estimation samples per image
+    samples = sum(samples.values()) if isinstance(samples, Mapping) else samples
+    summary = {**metrics, "sigma": max(float(s) for s in sigmas), "mean_samples": samples}
+    result = _run_result(run, "certify", summary, metrics, hydra, variant, rows)
+    return replace(result, beta=float(beta), protocol={**result.protocol, "beta": float(beta)})
 
 
 def network_evaluation(summary: Mapping[str, Any], run: Path) -> str:

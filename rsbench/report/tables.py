@@ -72,6 +72,7 @@ def results_frame(rows: Sequence[Row], options: Options) -> pd.DataFrame:
             "n0": first.protocol.get("n0"),
             "n": first.protocol.get("n"),
             "alpha": first.protocol.get("alpha"),
+            "beta": first.protocol.get("beta"),
             "mode": first.protocol.get("mode"),
             "network": first.protocol.get("network", "fp32"),
             "samples_per_image": first.mean_samples,
@@ -135,7 +136,7 @@ def display_frame(
         **{key: [str(v) for v in frame[key]] for key in keys},
         "images": [_count(v) for v in frame["images"]],
         "n": [_count(v) for v in frame["n"]],
-        "alpha": [_number(v) for v in frame["alpha"]],
+        _alpha_column(frame): [_alpha_text(a, b) for a, b in zip(frame["alpha"], frame["beta"], strict=True)],
     }
     if describes_network:  # a network evaluated otherwise is another classifier: say how
         optional["network"] = [str(v) for v in frame["network"]]
@@ -189,6 +190,18 @@ def display_frame(
     if frame["rounded_radii"].any():
         caption += " Some rows were read from TSVs with 3-significant-digit radii (Cohen's format)."
     return pd.DataFrame(shown), caption
+
+
+def _alpha_column(frame: pd.DataFrame) -> str:
+    """``alpha``, or ``alpha (+ beta)`` when a row is a dual certification (which holds at alpha + beta)."""
+    return "alpha (+ beta)" if frame["beta"].notna().any() else "alpha"
+
+
+def _alpha_text(alpha: Any, beta: Any) -> str:
+    """A row's failure probability: ``0.001``, or ``0.001 + 0.001`` for a dual certification (alpha + beta)."""
+    if beta is None or (isinstance(beta, float) and math.isnan(beta)):
+        return _number(alpha)
+    return f"{_number(alpha)} + {_number(beta)}"
 
 
 def sigma_text(sigma: float) -> str:

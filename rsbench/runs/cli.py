@@ -39,7 +39,8 @@ class Command:
 
 TRAIN = Command(module="rsbench", config_name="config", trains=True)
 CERTIFY = Command(module="rsbench.certify", config_name="certify_model", trains=False)
-COMMANDS = (TRAIN, CERTIFY)
+DUAL = Command(module="rsbench.dual", config_name="dual", trains=False)
+COMMANDS = (TRAIN, CERTIFY, DUAL)
 
 
 def config_dir() -> Path:

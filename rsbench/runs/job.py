@@ -31,11 +31,11 @@ from omegaconf import DictConfig, OmegaConf
 from rsbench.certify.records import record_files
 from rsbench.errors import RunDirectoryBusyError, user_message
 from rsbench.runs.certify_model import certify_model
-from rsbench.runs.cli import RUN_CONFIG, TRAIN, Command, override_key
+from rsbench.runs.cli import DUAL, RUN_CONFIG, TRAIN, Command, override_key
 from rsbench.runs.lock import LOCK_FILE, RunLock
 from rsbench.runs.prerequisites import PlannedRun, plan_prerequisites
 from rsbench.runs.quoting import override, resume_command
-from rsbench.runs.resume import CERTIFIED, CERTIFIED_MODEL, TRAINED, check_resumable
+from rsbench.runs.resume import CERTIFIED, CERTIFIED_MODEL, DUAL_RUN, TRAINED, check_resumable
 from rsbench.runs.run import certification_dir, run
 from rsbench.runs.status import write_status
 from rsbench.stop import StopGuard, StopRequested
@@ -43,10 +43,17 @@ from rsbench.stop import StopGuard, StopRequested
 log = logging.getLogger("rsbench")
 
 RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID")
+Work = Callable[..., "float | None"]
+"""A job's work: ``work(cfg, on_ready=...)`` returns the objective (``None`` when stopped); it calls ``on_ready`` once
+its checks have passed, before it writes the first file."""
 
 
-def job(cfg: DictConfig, command: Command = TRAIN) -> float | None:
-    """Run the job Hydra composed for ``command``; return the sweep objective (``None`` for a failed sweep job)."""
+def job(cfg: DictConfig, command: Command = TRAIN, work: Work | None = None) -> float | None:
+    """Run the job Hydra composed for ``command``; return the sweep objective (``None`` for a failed sweep job).
+
+    ``work``: what the job does, for a command of the tools layer (``python -m rsbench.dual``'s stages); by default
+    training (:data:`~rsbench.runs.cli.TRAIN`) or certifying a model (:data:`~rsbench.runs.cli.CERTIFY`).
+    """
     hydra_cfg = HydraConfig.get()
     output_dir = Path(hydra_cfg.runtime.output_dir)
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
@@ -54,7 +61,9 @@ def job(cfg: DictConfig, command: Command = TRAIN) -> float | None:
     log_file = f"{hydra_cfg.job.name}.log"
     with StopGuard():
         try:
-            return execute(cfg, output_dir, overrides, keep_failed=multirun, log_file=log_file, command=command)
+            return execute(
+                cfg, output_dir, overrides, keep_failed=multirun, log_file=log_file, command=command, work=work
+            )
         except StopRequested as stop:
             log.warning("%s. Resume with: %s", stop, resume_command(command.module, output_dir))
             if multirun:
@@ -85,6 +94,7 @@ def execute(
     wait: bool = False,
     log_file: str | None = None,
     command: Command = TRAIN,
+    work: Work | None = None,
 ) -> float | None:
     """Run ``cfg`` in ``output_dir``: take its lock, check that it may continue what is there, run, record the outcome.
 
@@ -97,9 +107,10 @@ def execute(
         wait: wait for another process that holds the directory instead of failing (shared teacher runs).
         log_file: the name of Hydra's log file in ``output_dir`` (the only file a new directory holds at the start).
         command: the command whose job this is: what it does and how its runs are resumed.
+        work: what it does, when not the command's own (:func:`job`).
     """
-    work = run_with_prerequisites if command.trains else certify_model
-    identity = TRAINED if command.trains else CERTIFIED_MODEL
+    work = work or (run_with_prerequisites if command.trains else certify_model)
+    identity = TRAINED if command.trains else DUAL_RUN if command == DUAL else CERTIFIED_MODEL
     certified = False
 
     def check() -> None:  # read-only: before the lock

@@ -30,10 +30,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rsbench.certify.dual_checks import check_dual_threat
 from rsbench.certify.subset import certification_indices, require_images
 from rsbench.errors import ConfigError
 from rsbench.methods.card import find_card, first_method_epoch
-from rsbench.runs.cli import MULTIRUN_FLAGS, Command, config_dir
+from rsbench.runs.cli import DUAL, MULTIRUN_FLAGS, Command, config_dir
 from rsbench.runs.layout_choice import check_layout
 from rsbench.runs.lock import busy_error, is_held
 
@@ -80,6 +81,8 @@ def check_before_run(argv: Sequence[str], command: Command) -> None:
     if composed is None:
         return  # Hydra names what it refuses when the run composes
     cfg, choices = composed
+    if command == DUAL:
+        check_dual_threat(_get(cfg, "certify") or {})
     check_required(cfg, choices)
     if sweep:
         return

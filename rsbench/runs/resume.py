@@ -46,6 +46,9 @@ TRAINED = (
 CERTIFIED = ("certify", "test_ckpt")
 CERTIFIED_MODEL = ("model", "dataset", "allow_sigma_mismatch")
 """What a run of ``python -m rsbench.certify`` certifies: a resumed one keeps them (and CERTIFIED, once it has rows)."""
+DUAL_RUN = ("stage", "dataset", "experts", "expert_models", "router", "beta", "router_n0", "router_n", "expert_records")
+"""What a run of ``python -m rsbench.dual`` does and with which models: a resumed one keeps them (and CERTIFIED, once
+it has rows; its stages' own files check the rest)."""
 FREE = (
     "dataset.data_dir",
     "dataset.num_workers",
