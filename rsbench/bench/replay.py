@@ -378,8 +378,8 @@ def _fixed_outcome(
 
 
 def shipped_logs(match: str | None = None) -> list[LogSpec]:
-    """The released logs rsbench ships (:func:`rsbench.report.released.released_logs`) whose name contains ``match``."""
-    from rsbench.report.released import released_logs
+    """The released logs rsbench ships (:func:`~rsbench.published.catalogue.released_logs`) named with ``match``."""
+    from rsbench.published.catalogue import released_logs
 
     specs = []
     for log in released_logs():

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rsbench.published.catalogue import released_logs
 from rsbench.report.load import canonical
-from rsbench.report.released import released_logs
 from rsbench.report.render import Section
 from rsbench.report.rows import Row
 from rsbench.report.stats import z_distance
