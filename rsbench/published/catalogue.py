@@ -33,8 +33,8 @@ import hashlib
 import math
 import subprocess
 import tempfile
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -262,39 +262,29 @@ def _index() -> tuple[ReleasedLog, ...]:
     folder = _released_folder()
     index = pd.read_csv(str(folder.joinpath("index.csv")), dtype=str, keep_default_na=False)
     summaries = _summaries()
-    return tuple(
-        ReleasedLog(
-            repository=row.repository,
-            commit=row.commit,
-            path=row.path,
-            method=row.method,
-            variant=row.variant,
-            dataset=row.dataset,
-            arch=row.arch,
-            sigma=float(row.sigma),
-            images=int(row.images),
-            n0=int(row.n0),
-            n=int(row.n),
-            alpha=float(row.alpha),
-            seconds_per_image=_float(row.seconds_per_image),
-            file=Path(str(folder.joinpath(row.file))) if row.file else None,
-            source=row.source,
-            sha256=row.sha256,
-            setting=row.setting,
-            hparams=row.hparams,
-            seed=row.seed,
-            training=row.training,
-            split=row.split,
-            trained_sigma=float(row.trained_sigma),
-            subset=row.subset,
-            alpha_note=row.alpha_note,
-            certify_seconds=_float(row.certify_seconds),
-            report=row.report == "True",
-            same_as=row.same_as,
-            summary=summaries.get(row.sha256),
-        )
-        for row in index.itertuples()
-    )
+    return tuple(_log(line, folder, summaries) for line in index.to_dict("records"))
+
+
+_TYPES: dict[str, Callable[[str], Any]] = {
+    "sigma": float,
+    "images": int,
+    "n0": int,
+    "n": int,
+    "alpha": float,
+    "seconds_per_image": lambda text: _float(text),
+    "trained_sigma": float,
+    "certify_seconds": lambda text: _float(text),
+    "report": lambda text: text == "True",
+}
+"""How ``index.csv``'s text reads as each typed field of :class:`ReleasedLog` (any other field is the text)."""
+
+
+def _log(line: dict[str, str], folder: Traversable, summaries: dict[str, Summary]) -> ReleasedLog:
+    """One line of ``index.csv`` as a record: every field from its column, the file under ``released/``, the numbers."""
+    names = [f.name for f in fields(ReleasedLog) if f.name not in ("file", "summary")]
+    values = {name: _TYPES.get(name, str)(line[name]) for name in names}
+    file = Path(str(folder.joinpath(line["file"]))) if line["file"] else None
+    return ReleasedLog(**values, file=file, summary=summaries.get(line["sha256"]))
 
 
 def _summaries() -> dict[str, Summary]:

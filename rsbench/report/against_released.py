@@ -30,7 +30,7 @@ from statsmodels.stats.multitest import multipletests
 from rsbench.published.catalogue import ReleasedLog, released_logs, training_curve
 from rsbench.published.pairing import pair_rows
 from rsbench.report.load import canonical
-from rsbench.report.render import Section
+from rsbench.report.render import Section, with_numbers
 from rsbench.report.rows import Row
 from rsbench.report.tables import Options, p_text, radius_column, sigma_text
 from rsbench.report.training_tracking import TrackingSummary, track
@@ -116,8 +116,7 @@ def compare_released(rows: Sequence[Row], options: Options) -> Section | None:
         "authors' learning rate (their log prints the rate dropped twice at the epoch after each drop, a get_lr() "
         "artefact, read as the rate they trained with)."
     )
-    numbers_out = numbers.rename(columns=lambda c: c.lstrip("_"))
-    return Section("released", "Against the authors' released runs", shown, caption, numbers_out)
+    return with_numbers("released", "Against the authors' released runs", shown, caption, numbers)
 
 
 def with_holm(numbers: pd.DataFrame) -> pd.DataFrame:
