@@ -19,8 +19,8 @@ from scipy.stats import norm
 from rsbench.certify.records import CertificationRow, write_record
 from rsbench.certify.subset import indices_digest
 from rsbench.certify.summary import summarize, write_metrics
+from rsbench.published.catalogue import rates_trained_with, released_logs, training_curve
 from rsbench.report.__main__ import main
-from rsbench.report.released import rates_trained_with, released_logs, training_curve
 
 SIGMA = 0.25
 EVERY_20TH = list(range(0, 10_000, 20))

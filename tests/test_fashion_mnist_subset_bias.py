@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from rsbench.report.released import released_logs
+from rsbench.published.catalogue import released_logs
 from tests.scripts import experiment_script
 
 pytestmark = pytest.mark.study

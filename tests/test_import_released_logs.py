@@ -1,4 +1,4 @@
-"""``python -m rsbench.leaderboard.importer`` on tiny repositories laid out as alinlab/smoothing-catrs and
+"""``python -m rsbench.published.importer`` on tiny repositories laid out as alinlab/smoothing-catrs and
 locuslab/smoothing: what ships, what does not, the index, the numbers, duplicates and the alpha a log implies."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from rsbench.leaderboard import importer
+from rsbench.published import importer
 
 CERTIFICATION = (
     "idx\tlabel\tpredict\tradius\tcorrect\ttime\n0\t9\t9\t0.812\t1\t0:00:01.500000\n20\t2\t-1\t0.0\t0\t0:00:02.500000\n"

@@ -38,7 +38,8 @@ LAYERS: dict[str, int] = {
     "rsbench.runs": 6,
     # 7: tools on top
     "rsbench.report": 7,
-    "rsbench.leaderboard": 7,  # the published logs and every run, paired (reads rsbench.report)
+    "rsbench.published": 7,  # published results: the released logs' catalogue, reader, paths, pairing, importer
+    "rsbench.leaderboard": 7,  # the published logs and every run, paired (reads rsbench.report, rsbench.published)
     "rsbench.importer": 7,
     "rsbench.bench": 7,
     "rsbench.dual": 7,  # dual randomized smoothing's stages: runs expert and router training and certification
@@ -136,6 +137,7 @@ def test_the_top_level_shows_the_layers() -> None:
         "attack",
         "runs",
         "report",
+        "published",
         "leaderboard",
         "importer",
         "bench",

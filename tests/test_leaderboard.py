@@ -18,7 +18,7 @@ from rsbench.leaderboard.board import Board, Numbers, Settings, build, envelope,
 from rsbench.leaderboard.entries import L2, Entry, published_entries
 from rsbench.leaderboard.make import PAGES_COMMAND, PUBLISHED, make_boards
 from rsbench.leaderboard.render import markdown
-from rsbench.report.released import catalogue
+from rsbench.published.catalogue import catalogue
 from rsbench.report.rows import Row
 from rsbench.report.stats import Estimate
 

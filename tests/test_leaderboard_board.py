@@ -22,8 +22,8 @@ from rsbench.leaderboard.entries import L2, Entry, published_entries
 from rsbench.leaderboard.make import make_boards
 from rsbench.leaderboard.plot import plot_board
 from rsbench.leaderboard.render import frame, markdown
+from rsbench.published.catalogue import catalogue
 from rsbench.report.published import load_published
-from rsbench.report.released import catalogue
 from rsbench.report.stats import Estimate
 
 ROOT = Path(__file__).resolve().parents[1]

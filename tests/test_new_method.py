@@ -19,10 +19,10 @@ import pytest
 from hydra.utils import get_object
 
 import rsbench.methods
-from rsbench.leaderboard import importer
 from rsbench.leaderboard.entries import published_entries, run_entries
 from rsbench.methods import card as registry
-from rsbench.report import released
+from rsbench.published import catalogue as released
+from rsbench.published import importer
 from rsbench.report.__main__ import main as report
 from tests.helpers import ROOT, compose_config
 from tests.run_folders import make_run

@@ -24,7 +24,7 @@ import yaml
 from omegaconf import DictConfig
 
 import rsbench  # noqa: F401  (registers the rs.lookup resolver the configs use)
-from rsbench.report.released import logged_rates, rates_trained_with, training_curve, training_logs
+from rsbench.published.catalogue import logged_rates, rates_trained_with, training_curve, training_logs
 from rsbench.report.training_tracking import track
 from tests.helpers import ROOT, ComposeFn
 

@@ -213,7 +213,7 @@ def test_every_committed_released_log_and_study_record_passes_the_checks() -> No
     """The shipped released logs (with their index's sigma, n and alpha: the six ImageNet logs and two of Cohen et
     al.'s CIFAR-10 ones are consistent with alpha = 0.01 only, as index.csv says) and every committed run."""
     from rsbench.certify.checked_runs import check_inputs
-    from rsbench.report.released import catalogue
+    from rsbench.published.catalogue import catalogue
 
     shipped = [log for log in catalogue(duplicates=True) if log.shipped]
     for log in shipped:

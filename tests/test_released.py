@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from rsbench.published.catalogue import catalogue, released_logs, source_cards
 from rsbench.report.load import ReportError
-from rsbench.report.released import catalogue, released_logs, source_cards
 
 # ACR of the CAT-RS authors' Fashion-MNIST logs over all 10,000 test images, as issue 19 states them (3 decimals).
 FASHION_MNIST_ACR = {
@@ -78,7 +78,7 @@ def test_published_rows_of_released_logs_are_the_shipped_logs_recomputed():
     assert checked == 44
 
 
-# ---- every released log (rsbench.report.released.catalogue): cards, licences, numbers, the clone reader ----
+# ---- every released log (rsbench.published.catalogue.catalogue): cards, licences, numbers, the clone reader ----
 
 FOLDER = Path(__file__).resolve().parents[1] / "rsbench" / "report" / "released"
 
@@ -184,3 +184,42 @@ def test_a_log_that_is_not_shipped_is_read_from_a_clone_by_path_after_its_sha256
     with pytest.raises(ReportError):
         replace(faithful, sha256="0" * 64).read([clone])
     assert math.isnan(faithful.certify_seconds) or faithful.certify_seconds > 0
+
+
+def test_one_reader_of_cohens_layout_serves_the_index_and_the_report() -> None:
+    """A Cohen log's index line and a user's copy of it under the same folders are read by the same parser."""
+    from pathlib import PurePosixPath
+
+    from rsbench.published.paths import cohen_layout, parse
+    from rsbench.report.load import cohen_layout as report_reader
+
+    logs = catalogue(source="cohen2019", duplicates=True)
+    assert len(logs) > 10
+    assert report_reader is cohen_layout
+    for log in logs:
+        layout = cohen_layout(PurePosixPath(log.path))
+        parsed = parse("cohen2019", log.path)
+        assert layout is not None, log.path
+        assert parsed is not None, log.path
+        assert (layout.arch, layout.trained_sigma, layout.split) == (log.arch, log.trained_sigma, log.split)
+        assert (parsed.arch, parsed.trained_sigma, parsed.split) == (log.arch, log.trained_sigma, log.split)
+
+
+def test_the_report_and_the_leaderboard_pair_through_one_function() -> None:
+    """``--against-released`` and the leaderboard's pairs are one computation: the same numbers for the same rows."""
+    from rsbench.leaderboard.board import Settings, pair
+    from rsbench.leaderboard.entries import published_entries
+    from rsbench.published.pairing import pair_rows
+
+    entries, _ = published_entries("fashion_mnist", sources=["catrs2023"])
+    first, second = [e for e in entries if e.row is not None and math.isclose(e.sigma, 0.5)][:2]
+    settings = Settings(radii=(0.0, 0.5))
+    board_line = pair(first, second, settings)
+    assert first.row is not None
+    assert second.row is not None
+    assert board_line is not None
+    direct = pair_rows(first.row, second.row, settings.radii, settings.confidence)
+    assert direct is not None
+    assert board_line["images"] == len(direct.images)
+    for key in ("d_acr", "d_acr_low", "p_acr", "d_acc@0.5"):
+        assert board_line[key] == pytest.approx(direct.line[key], rel=1e-12)  # the same computation, bit for bit

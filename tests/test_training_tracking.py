@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from rsbench.report.released import logged_rates, rates_trained_with, training_curve, training_logs
+from rsbench.published.catalogue import logged_rates, rates_trained_with, training_curve, training_logs
 from rsbench.report.training_tracking import (
     compare_training,
     final_noisy_test_accuracy,

@@ -38,11 +38,11 @@ from omegaconf import OmegaConf  # noqa: E402
 
 from rsbench.certify.summary import format_summary  # noqa: E402
 from rsbench.methods.card import method_card, table_methods  # noqa: E402
+from rsbench.published.catalogue import released_logs  # noqa: E402
 from rsbench.report.against_released import compare_released, matching_log  # noqa: E402
 from rsbench.report.build import build_sections  # noqa: E402
 from rsbench.report.load import Result, find_results  # noqa: E402
 from rsbench.report.published import load_published  # noqa: E402
-from rsbench.report.released import released_logs  # noqa: E402
 from rsbench.report.render import Section  # noqa: E402
 from rsbench.report.rows import Row, group_rows  # noqa: E402
 from rsbench.report.stats import mean_interval, paired_difference, seed_test  # noqa: E402

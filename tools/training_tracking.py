@@ -4,7 +4,7 @@ For every run folder given (or copy of its records), reads its method, dataset a
 per-epoch train accuracy and loss from its CSV log (the loss the authors log: the cross-entropy term alone for
 Consistency, Stability, CAT-RS and MACER, :func:`rsbench.report.training_tracking.train_loss_column`), pairs them with
 the authors' released ``log.txt`` of the same cell (shipped with rsbench,
-:func:`rsbench.report.released.training_curve`) and prints, as markdown, the train
+:func:`rsbench.published.catalogue.training_curve`) and prints, as markdown, the train
 accuracy and loss of both at the chosen epochs, then one line per run: the difference at the first epoch, the
 largest one after it, the mean over all epochs (none for MACER and SmoothMix, whose scripts log no train
 accuracy), the mean train loss difference, the noisy test accuracy after training beside the authors' at the run's
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from rsbench.report.released import training_curve
+from rsbench.published.catalogue import training_curve
 from rsbench.report.training_tracking import track
 
 

@@ -20,7 +20,7 @@ A cell is one method at one sigma (seed 0): training with the authors' recipe, t
   machine's;
 - GPU training and certification, minutes = the authors' own wall clock: the median seconds per epoch of their
   training log x epochs, and the median seconds per image of their released certification log x images
-  (``rsbench.report.released``; their GPU, unnamed in the paper).
+  (``rsbench.published.catalogue``; their GPU, unnamed in the paper).
 
 CAT-RS needs two more things once for all three sigmas, listed on their own line: a sigma = 0.25 Gaussian teacher
 trained with the CAT-RS schedule (150 epochs), and the teacher's votes, N = 10,000 noisy samples of each of the 60,000
@@ -40,8 +40,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from rsbench.published.catalogue import released_logs, training_logs
 from rsbench.report.load import network_evaluation
-from rsbench.report.released import released_logs, training_logs
 
 METHODS = ("gaussian", "stability", "smoothadv", "macer", "consistency", "smoothmix", "catrs")
 SIGMAS = (0.25, 0.5, 1.0)
@@ -121,7 +121,7 @@ def measured_runs(
 def gpu_facts(logs: pd.DataFrame, method: str, sigma: float) -> tuple[int, float, float]:
     """Epochs, seconds per epoch and seconds per certified image from the authors' Fashion-MNIST logs.
 
-    ``logs`` is :func:`rsbench.report.released.training_logs`, read once by the caller.
+    ``logs`` is :func:`rsbench.published.catalogue.training_logs`, read once by the caller.
     """
     row = logs[(logs.method == method) & (logs.dataset == "fashion_mnist") & (logs.sigma == sigma)].iloc[0]
     (released,) = released_logs(dataset="fashion_mnist", method=method, sigma=sigma)

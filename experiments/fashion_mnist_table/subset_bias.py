@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 
-from rsbench.report.released import released_logs
+from rsbench.published.catalogue import released_logs
 
 
 def subset_bias(skip: int = 20) -> list[tuple[str, float, float, float, float]]:

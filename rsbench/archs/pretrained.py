@@ -474,24 +474,13 @@ def clip_network(
     key = hashlib.sha256(json.dumps([name, file_digest(weights) if weights else "random", prompts]).encode())
     embeddings = _cached(cache, key.hexdigest())
     if embeddings is None:
-        tokenizer = open_clip.get_tokenizer(name)
-        with torch.no_grad():
-            text = model.encode_text(tokenizer(prompts)).float()
-        text = text / text.norm(dim=-1, keepdim=True).clamp_min(1e-12)
-        embeddings = text.view(len(classnames), len(templates), -1).mean(dim=1)
-        embeddings = embeddings / embeddings.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+        embeddings = _class_embeddings(open_clip.get_tokenizer(name), model, prompts, len(classnames), len(templates))
         if cache is not None:
             Path(cache).expanduser().parent.mkdir(parents=True, exist_ok=True)
             torch.save({"key": key.hexdigest(), "embeddings": embeddings}, Path(cache).expanduser())
     scale = float(model.logit_scale.exp()) if hasattr(model, "logit_scale") else 100.0
     network = ZeroShotCLIP(model.visual, embeddings, scale)
-    config = dict(getattr(model.visual, "preprocess_cfg", None) or {})
-    image = config.get("size", getattr(model.visual, "image_size", 224))
-    size = (int(image), int(image)) if isinstance(image, int) else (int(image[0]), int(image[1]))
-    interpolation = str(config.get("interpolation", "bicubic"))
-    mean = tuple(float(v) for v in config.get("mean", open_clip.OPENAI_DATASET_MEAN))
-    std = tuple(float(v) for v in config.get("std", open_clip.OPENAI_DATASET_STD))
-    declared = Declared(f"open_clip model {name}", size, 3, mean, std, interpolation)
+    declared = _clip_declared(open_clip, model, name)
     spec = {
         "kind": "clip",
         "name": name,
@@ -501,6 +490,26 @@ def clip_network(
         "logit_scale": scale,
     }
     return network, declared, spec
+
+
+def _class_embeddings(tokenizer: Any, model: Any, prompts: Sequence[str], classes: int, templates: int) -> Tensor:
+    """Per class the unit mean of its prompts' unit text embeddings (the prompts class by class, templates within)."""
+    with torch.no_grad():
+        text = model.encode_text(tokenizer(list(prompts))).float()
+    text = text / text.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    embeddings = text.view(classes, templates, -1).mean(dim=1)
+    return embeddings / embeddings.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+
+
+def _clip_declared(open_clip: Any, model: Any, name: str) -> Declared:
+    """What the model's visual tower expects: its input size, interpolation, mean and std (OpenAI's by default)."""
+    config = dict(getattr(model.visual, "preprocess_cfg", None) or {})
+    image = config.get("size", getattr(model.visual, "image_size", 224))
+    size = (int(image), int(image)) if isinstance(image, int) else (int(image[0]), int(image[1]))
+    interpolation = str(config.get("interpolation", "bicubic"))
+    mean = tuple(float(v) for v in config.get("mean", open_clip.OPENAI_DATASET_MEAN))
+    std = tuple(float(v) for v in config.get("std", open_clip.OPENAI_DATASET_STD))
+    return Declared(f"open_clip model {name}", size, 3, mean, std, interpolation)
 
 
 def _cached(cache: str | None, key: str) -> Tensor | None:

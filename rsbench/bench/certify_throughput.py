@@ -119,7 +119,7 @@ def make_variants(
     model: nn.Module, shape: tuple[int, ...], args: argparse.Namespace
 ) -> dict[str, Callable[[torch.Tensor], object]]:
     """Each variant as a function certifying a batch of images (``[K, C, H, W]``)."""
-    n0, n, batch, sigma, alpha = args.n0, args.n, args.batch_size, args.sigma, 0.001
+    n0, n, batch, sigma = args.n0, args.n, args.batch_size, args.sigma
     device = next(model.parameters()).device
     noisy_batch = torch.rand(*shape, device=device) + sigma * torch.randn(batch, *shape, device=device)
 
@@ -134,23 +134,50 @@ def make_variants(
             cohen_counts(model, x, n0, batch, sigma)
             cohen_counts(model, x, n, batch, sigma)
 
-    def rsbench(smooth: Smooth, per_batch: int) -> Callable[[torch.Tensor], None]:
-        def certify(xs: torch.Tensor) -> None:
-            for first in range(0, len(xs), per_batch):
-                chunk = xs[first : first + per_batch]
-                seeds = [derive_seed(0, i) for i in range(first, first + len(chunk))]
-                for _ in certify_images(smooth, chunk, seeds, n0=n0, n=n, alpha=alpha, batch_size=batch):
-                    pass
-
-        return certify
-
     def smooth_api(xs: torch.Tensor) -> None:
         smooth = Smooth(model, 10, sigma)
         for i, x in enumerate(xs):
-            smooth.certify(x, n0, n, alpha, batch, seed=derive_seed(0, i))
+            smooth.certify(x, n0, n, ALPHA, batch, seed=derive_seed(0, i))
 
-    settings = CertifySettings.from_keys(n0=n0, n=n, alpha=alpha, batch_size=batch)
-    subject = Subject(model, 10, sigma, {"method": "bench", "dataset": "random", "arch": "bench"})
+    variants: dict[str, Callable[[torch.Tensor], object]] = {"forward": forward, "cohen": cohen}
+    if not args.no_art:
+        try:
+            variants["art"] = make_art(model, shape, args)
+        except ImportError:
+            print("  ART is not installed (pip install -e '.[bench]'): skipping it")
+            args.no_art = True
+    packing = images_together(batch, n0, n)  # what the pipeline does by default
+    variants["pipeline"] = _pipeline_variant(model, args)
+    variants["rsbench"] = _rsbench_variant(Smooth(model, 10, sigma), packing, args)
+    variants["rsbench (1 image at a time)"] = _rsbench_variant(Smooth(model, 10, sigma), 1, args)
+    variants["smooth"] = smooth_api
+    for option in args.variants:
+        variants.update(_option_variant(option, model, shape, packing, args))
+    return variants
+
+
+ALPHA = 0.001  # the failure probability every variant certifies at
+
+
+def _rsbench_variant(smooth: Smooth, per_batch: int, args: argparse.Namespace) -> Callable[[torch.Tensor], None]:
+    """rsbench's certification of ``per_batch`` images together (:func:`certify_images`), seeded per image."""
+
+    def certify(xs: torch.Tensor) -> None:
+        for first in range(0, len(xs), per_batch):
+            chunk = xs[first : first + per_batch]
+            seeds = [derive_seed(0, i) for i in range(first, first + len(chunk))]
+            for _ in certify_images(
+                smooth, chunk, seeds, n0=args.n0, n=args.n, alpha=ALPHA, batch_size=args.batch_size
+            ):
+                pass
+
+    return certify
+
+
+def _pipeline_variant(model: nn.Module, args: argparse.Namespace) -> Callable[[torch.Tensor], OneOff]:
+    """The run's certification pipeline into a temporary folder; returns its one-off cost (a rerun on the folder)."""
+    settings = CertifySettings.from_keys(n0=args.n0, n=args.n, alpha=ALPHA, batch_size=args.batch_size)
+    subject = Subject(model, 10, args.sigma, {"method": "bench", "dataset": "random", "arch": "bench"})
 
     def pipeline(xs: torch.Tensor) -> OneOff:
         images = [(x, 0) for x in xs.cpu()]
@@ -161,32 +188,25 @@ def make_variants(
             Certification(settings, folder).run(subject, images)
             return OneOff(time.perf_counter() - start)
 
-    variants: dict[str, Callable[[torch.Tensor], object]] = {"forward": forward, "cohen": cohen}
-    if not args.no_art:
-        try:
-            variants["art"] = make_art(model, shape, args)
-        except ImportError:
-            print("  ART is not installed (pip install -e '.[bench]'): skipping it")
-            args.no_art = True
-    packing = images_together(batch, n0, n)  # what the pipeline does by default
-    variants["pipeline"] = pipeline
-    variants["rsbench"] = rsbench(Smooth(model, 10, sigma), packing)
-    variants["rsbench (1 image at a time)"] = rsbench(Smooth(model, 10, sigma), 1)
-    variants["smooth"] = smooth_api
-    for option in args.variants:
-        if option == "compile":
-            compiled = torch.compile(model)
-            start = time.perf_counter()
-            Smooth(compiled, 10, sigma).sample_counts(torch.rand(*shape), batch, batch)
-            print(f"  torch.compile warm-up: {time.perf_counter() - start:.1f} s")
-            variants["rsbench+compile"] = rsbench(Smooth(compiled, 10, sigma), packing)
-        else:
-            precision = "bf16" if "bf16" in option else "fp32"
-            last = "channels_last" in option
-            converted = copy.deepcopy(model).to(memory_format=torch.channels_last) if last else model
-            smooth = Smooth(converted, 10, sigma, precision=precision, channels_last=last)  # type: ignore[arg-type]
-            variants[f"rsbench+{option}"] = rsbench(smooth, packing)
-    return variants
+    return pipeline
+
+
+def _option_variant(
+    option: str, model: nn.Module, shape: tuple[int, ...], packing: int, args: argparse.Namespace
+) -> dict[str, Callable[[torch.Tensor], object]]:
+    """The variant of ``--variants`` option ``option``: ``compile`` (after its warm-up), or a precision / layout."""
+    sigma, batch = args.sigma, args.batch_size
+    if option == "compile":
+        compiled = torch.compile(model)
+        start = time.perf_counter()
+        Smooth(compiled, 10, sigma).sample_counts(torch.rand(*shape), batch, batch)
+        print(f"  torch.compile warm-up: {time.perf_counter() - start:.1f} s")
+        return {"rsbench+compile": _rsbench_variant(Smooth(compiled, 10, sigma), packing, args)}
+    precision = "bf16" if "bf16" in option else "fp32"
+    last = "channels_last" in option
+    converted = copy.deepcopy(model).to(memory_format=torch.channels_last) if last else model
+    smooth = Smooth(converted, 10, sigma, precision=precision, channels_last=last)  # type: ignore[arg-type]
+    return {f"rsbench+{option}": _rsbench_variant(smooth, packing, args)}
 
 
 def make_art(model: nn.Module, shape: tuple[int, ...], args: argparse.Namespace) -> Callable[[torch.Tensor], object]:

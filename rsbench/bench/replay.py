@@ -31,7 +31,7 @@ import math
 import sys
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -269,24 +269,8 @@ def evaluate(
     scores = np.where(oracle.correct & decisions.certified, decisions.radius, 0.0)
     base_scores = np.where(oracle.correct & reference.certified, reference.radius, 0.0)
     acr_delta, acr_half = paired((scores - base_scores)[:, None])
-    false = decisions.certified & (decisions.radius > oracle.true_radius())
-    return decisions, Outcome(
-        log=spec.name,
-        design=label,
-        promise=design.promise,
-        samples=oracle.n0 + decisions.samples,
-        radii=tuple(radii),
-        accuracy=hits.mean(axis=0),
-        delta=delta,
-        delta_half=delta_half,
-        acr=float(scores.mean()),
-        acr_delta=float(acr_delta[0]),
-        acr_half=float(acr_half[0]),
-        false=int(false.sum()),
-        images=len(oracle),
-        floor=floors[0],
-        floor_within=floors[1],
-    )
+    versus = (delta, delta_half, float(acr_delta[0]), float(acr_half[0]))
+    return decisions, _outcome(spec, oracle, label, design.promise, decisions, radii, floors, versus)
 
 
 def replay(
@@ -315,17 +299,8 @@ def replay(
     """
     rng = np.random.default_rng(derive_seed(seed, key))
     assumptions = assumptions or Assumptions()
-    oracle = build_oracle(
-        label=spec.label,
-        predict=spec.predict,
-        radius=spec.radius,
-        sigma=spec.sigma,
-        n0=spec.n0,
-        n=spec.n,
-        alpha=spec.alpha,
-        assumptions=assumptions,
-        rng=rng,
-    )
+    columns = {f.name: getattr(spec, f.name) for f in fields(spec) if f.name != "name"}  # the log's columns, protocol
+    oracle = build_oracle(**columns, assumptions=assumptions, rng=rng)
     radii = (
         (radius_target,) if radius_target is not None else table_radii(spec.sigma, spec.n, spec.alpha, largest=largest)
     )
@@ -354,22 +329,41 @@ def _fixed_outcome(
     spec: LogSpec, oracle: Oracle, path: VotePath, radii: Sequence[float], label: str, floors: tuple[float, float]
 ) -> Outcome:
     reference = fixed_n(oracle, path)
-    hits = certified_at(reference, oracle.correct, radii)
-    scores = np.where(oracle.correct & reference.certified, reference.radius, 0.0)
-    false = reference.certified & (reference.radius > oracle.true_radius())
     zeros = np.zeros(len(radii))
+    promise = f"Cohen et al.'s CERTIFY, n = {oracle.n:,}"
+    return _outcome(spec, oracle, label, promise, reference, radii, floors, (zeros, zeros, 0.0, 0.0))
+
+
+def _outcome(
+    spec: LogSpec,
+    oracle: Oracle,
+    label: str,
+    promise: str,
+    decisions: Decisions,
+    radii: Sequence[float],
+    floors: tuple[float, float],
+    versus: tuple[np.ndarray, np.ndarray, float, float],
+) -> Outcome:
+    """The outcome of ``decisions`` on the log.
+
+    ``versus``: the differences to fixed n (accuracy and its half-width per radius, ACR and its half-width).
+    """
+    hits = certified_at(decisions, oracle.correct, radii)
+    scores = np.where(oracle.correct & decisions.certified, decisions.radius, 0.0)
+    false = decisions.certified & (decisions.radius > oracle.true_radius())
+    delta, delta_half, acr_delta, acr_half = versus
     return Outcome(
         log=spec.name,
         design=label,
-        promise=f"Cohen et al.'s CERTIFY, n = {oracle.n:,}",
-        samples=oracle.n0 + reference.samples,
+        promise=promise,
+        samples=oracle.n0 + decisions.samples,
         radii=tuple(radii),
         accuracy=hits.mean(axis=0),
-        delta=zeros,
-        delta_half=zeros,
+        delta=delta,
+        delta_half=delta_half,
         acr=float(scores.mean()),
-        acr_delta=0.0,
-        acr_half=0.0,
+        acr_delta=acr_delta,
+        acr_half=acr_half,
         false=int(false.sum()),
         images=len(oracle),
         floor=floors[0],
@@ -378,8 +372,8 @@ def _fixed_outcome(
 
 
 def shipped_logs(match: str | None = None) -> list[LogSpec]:
-    """The released logs rsbench ships (:func:`rsbench.report.released.released_logs`) whose name contains ``match``."""
-    from rsbench.report.released import released_logs
+    """The released logs rsbench ships (:func:`~rsbench.published.catalogue.released_logs`) named with ``match``."""
+    from rsbench.published.catalogue import released_logs
 
     specs = []
     for log in released_logs():
@@ -520,8 +514,8 @@ def summary(results: Sequence[Sequence[Outcome]]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Replay every log (the shipped ones, or the paths given): one line per log and design, then a summary."""
+def _parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m rsbench.bench.replay``."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("logs", nargs="*", type=Path, help="Cohen-format certify TSVs (default: every shipped log)")
     parser.add_argument("--n0", type=int, default=100, help="selection samples of the given logs")
@@ -539,6 +533,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--match", default=None, help="only logs whose name contains this text")
     parser.add_argument("--detail", action="store_true", help="per-radius differences and where the samples go")
     parser.add_argument("--seed", type=int, default=0)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Replay every log (the shipped ones, or the paths given): one line per log and design, then a summary."""
+    parser = _parser()
     args = parser.parse_args(argv)
     abstained = args.abstained if args.abstained == "uniform" else float(args.abstained)
     assumptions = Assumptions(cap=args.cap, abstained=abstained)

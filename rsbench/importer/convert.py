@@ -74,6 +74,27 @@ class DatasetFacts:
         )
 
 
+def _checked_layout(origin: str, dataset: DatasetFacts, sigma: float) -> Layout:
+    """The checkpoint layout of ``origin``, once the origin, its dataset and ``sigma`` are known to be valid.
+
+    Raises:
+        ConfigError: an unknown origin, a dataset the origin released no model for, or a sigma that is not > 0.
+    """
+    layout = layout_of(origin)
+    if layout is None:
+        raise ConfigError(f"origin must be one of {sorted(origins())}, got {origin!r}")
+    try:
+        check_sigma(sigma, "sigma")
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    if dataset.name not in layout.input_layers:
+        raise ConfigError(
+            f"{origin} ({layout.repository}) released models for {sorted(layout.input_layers)}, "
+            f"not dataset={dataset.name}"
+        )
+    return layout
+
+
 def import_checkpoint(
     origin: str,
     path: str | Path,
@@ -103,19 +124,8 @@ def import_checkpoint(
             weights do not fit (the message names the keys and shapes that differ).
         UnsafeFileError: the file needs arbitrary unpickling.
     """
-    layout = layout_of(origin)
-    if layout is None:
-        raise ConfigError(f"origin must be one of {sorted(origins())}, got {origin!r}")
-    try:
-        check_sigma(sigma, "sigma")
-    except ValueError as error:
-        raise ConfigError(str(error)) from None
+    layout = _checked_layout(origin, dataset, sigma)
     path = Path(path).expanduser()
-    if dataset.name not in layout.input_layers:
-        raise ConfigError(
-            f"{origin} ({layout.repository}) released models for {sorted(layout.input_layers)}, "
-            f"not dataset={dataset.name}"
-        )
     saved = load_weights_only(path)
     _check_file(saved, layout, origin, path)
     network_arch, source_arch = _resolve_arch(saved, layout, origin, dataset, arch, path)

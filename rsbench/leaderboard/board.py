@@ -8,7 +8,7 @@ For each entry (:mod:`rsbench.leaderboard.entries`):
   the sd over runs beside it). Without per-image records, the same t interval from the mean and sd of the scores that
   ``summary.csv`` keeps (several runs: with their mean sd, wider than the records' interval over the run-averaged
   scores), and the Clopper-Pearson interval from the counts.
-- Paired, on the images two entries share (``rsbench.report.paired.paired_table``, as ``--against-released``): the
+- Paired, on the images two entries share (``rsbench.published.pairing.pair_rows``, as ``--against-released``): the
   difference of ACR with its paired t interval over the images, and per radius the difference of certified accuracy
   with McNemar's exact p (paired t over images of the run-averaged indicators when an entry has several runs). Every
   entry is paired with the best entry of its sigma (the highest ACR among the published entries with per-image
@@ -36,8 +36,7 @@ import pandas as pd
 from scipy import stats
 
 from rsbench.leaderboard.entries import Entry
-from rsbench.report.paired import paired_table
-from rsbench.report.rows import Row
+from rsbench.published.pairing import pair_rows, restricted
 from rsbench.report.stats import Estimate, MeanInterval, proportion_interval
 from rsbench.report.tables import radius_column, sigma_text
 
@@ -137,7 +136,7 @@ def paired_order(entries: Sequence[Entry], numbers: dict[str, Numbers]) -> list[
 def _ranks_above(other: Entry, entry: Entry, numbers: dict[str, Numbers]) -> bool:
     """Whether ``other`` goes above ``entry``: on ``entry``'s images when ``other`` holds them, else by ACR."""
     if other.row is not None and entry.row is not None and entry.index_set < other.index_set:
-        theirs = float(np.mean(_restricted(other.row, entry.row.images).scores))
+        theirs = float(np.mean(restricted(other.row, entry.row.images).scores))
         return theirs >= float(np.mean(entry.row.scores)) - TIE
     return numbers[other.name].acr.value >= numbers[entry.name].acr.value
 
@@ -179,21 +178,11 @@ def pair(a: Entry, b: Entry, settings: Settings) -> dict[str, Any] | None:
     """
     if a.row is None or b.row is None:
         return None
-    theirs = b.index_set
-    common = [i for i in a.row.images if i in theirs]
-    if not common:
+    paired = pair_rows(a.row, b.row, settings.radii, settings.confidence, b.index_set)
+    if paired is None:
         return None
-    ours = _restricted(a.row, common)
-    base = _restricted(b.row, common)
-    line = paired_table([ours, base], {0: base}, settings.radii, settings.confidence).iloc[0]
-    result = {"images": len(common), **{k: v for k, v in line.items() if k.startswith(("d_", "p_")) or k == "test"}}
-    return result
-
-
-def _restricted(row: Row, images: Sequence[int]) -> Row:
-    if list(row.images) == list(images):
-        return row
-    return Row(tuple(r.on_images(images) for r in row.results), row.settings)
+    kept = {k: v for k, v in paired.line.items() if k.startswith(("d_", "p_")) or k == "test"}
+    return {"images": len(paired.images), **kept}
 
 
 def build(entries: Sequence[Entry], dataset: str, threat: str, settings: Settings, notes: Sequence[str] = ()) -> Board:

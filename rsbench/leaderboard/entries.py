@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 
 from rsbench.methods.card import shown_name
+from rsbench.published.catalogue import ReleasedLog, Summary, catalogue, source_cards, training_logs
 from rsbench.report.load import Result
-from rsbench.report.released import ReleasedLog, Summary, catalogue, source_cards, training_logs
 from rsbench.report.rows import Row, group_rows
 from rsbench.runs.datasets import find_dataset, path_names
 
@@ -137,54 +137,9 @@ def published_entries(
     for log in every:
         if log.same_as:
             copies.setdefault(log.same_as, []).append(log)
-    notes: list[str] = []
-    groups: dict[tuple[Any, ...], list[ReleasedLog]] = {}
-    for log in every:
-        if log.same_as:
-            continue
-        if log.split != "test":
-            notes.append(f"left out: {log.reference} certifies {log.subset}, not test images")
-            continue
-        key = (log.source, log.method, log.setting, log.hparams, log.arch, log.sigma, log.trained_sigma, log.training)
-        groups.setdefault(key, []).append(log)
-    unread = 0
-    entries = []
-    for logs in groups.values():
-        first = logs[0]
-        readable = all(log.located(clones) for log in logs)
-        row = Row(tuple(log.read(clones) for log in logs), ()) if readable else None
-        unread += 0 if readable else len(logs)
-        copied = [c for log in logs for c in copies.get(f"{log.repository}:{log.path}", [])]
-        note = f"also released as {'; '.join(f'{c.repository}:{c.path}' for c in copied)}" if copied else ""
-        note = "; ".join(filter(None, [note, first.alpha_note, *_card_notes(cards, [*logs, *copied])]))
-        entries.append(
-            Entry(
-                name="",
-                label=_label(first, copied),
-                kind="published",
-                source=first.source,
-                source_text=str(cards[first.source]["short"]),
-                method=first.method,
-                dataset=dataset,
-                arch=first.arch,
-                sigma=first.sigma,
-                trained_sigma=first.trained_sigma,
-                threat=L2,
-                training=_short_training(first.training, dataset),
-                subset=first.subset,
-                images=first.images,
-                n0=first.n0,
-                n=first.n,
-                alpha=first.alpha,
-                seeds=tuple(log.seed for log in logs if log.seed),
-                row=row,
-                summaries=tuple(log.summary for log in logs if log.summary is not None),
-                logs=tuple(logs),
-                cost=_published_cost(logs),
-                reference=f"{first.repository}@{first.commit[:7]} {first.path}" + (" ..." if len(logs) > 1 else ""),
-                note=note,
-            )
-        )
+    groups, notes = _settings_of(every)
+    entries = [_published_entry(logs, copies, cards, dataset, clones) for logs in groups.values()]
+    unread = sum(len(logs) for logs in groups.values() if not all(log.located(clones) for log in logs))
     notes += _unreleased(cards, dataset, sources)
     if unread:
         names = sorted({f"{log.repository}" for group in groups.values() for log in group if not log.located(clones)})
@@ -194,6 +149,66 @@ def published_entries(
             f"unpaired; clone {', '.join(names)} and pass clones=[path,...] to pair them"
         )
     return _named(entries), notes
+
+
+def _settings_of(logs: Sequence[ReleasedLog]) -> tuple[dict[tuple[Any, ...], list[ReleasedLog]], list[str]]:
+    """The logs of each published setting (the runs of one configuration), and a note per log left out.
+
+    Copies (``same_as``) are left out silently (their first is listed); logs of training images with a note.
+    """
+    notes: list[str] = []
+    groups: dict[tuple[Any, ...], list[ReleasedLog]] = {}
+    for log in logs:
+        if log.same_as:
+            continue
+        if log.split != "test":
+            notes.append(f"left out: {log.reference} certifies {log.subset}, not test images")
+            continue
+        key = (log.source, log.method, log.setting, log.hparams, log.arch, log.sigma, log.trained_sigma, log.training)
+        groups.setdefault(key, []).append(log)
+    return groups, notes
+
+
+def _published_entry(
+    logs: Sequence[ReleasedLog],
+    copies: dict[str, list[ReleasedLog]],
+    cards: dict[str, dict[str, Any]],
+    dataset: str,
+    clones: Sequence[Path],
+) -> Entry:
+    """The entry of one published setting's logs (per-image records when every log can be read, else numbers)."""
+    first = logs[0]
+    readable = all(log.located(clones) for log in logs)
+    row = Row(tuple(log.read(clones) for log in logs), ()) if readable else None
+    copied = [c for log in logs for c in copies.get(f"{log.repository}:{log.path}", [])]
+    note = f"also released as {'; '.join(f'{c.repository}:{c.path}' for c in copied)}" if copied else ""
+    note = "; ".join(filter(None, [note, first.alpha_note, *_card_notes(cards, [*logs, *copied])]))
+    return Entry(
+        name="",
+        label=_label(first, copied),
+        kind="published",
+        source=first.source,
+        source_text=str(cards[first.source]["short"]),
+        method=first.method,
+        dataset=dataset,
+        arch=first.arch,
+        sigma=first.sigma,
+        trained_sigma=first.trained_sigma,
+        threat=L2,
+        training=_short_training(first.training, dataset),
+        subset=first.subset,
+        images=first.images,
+        n0=first.n0,
+        n=first.n,
+        alpha=first.alpha,
+        seeds=tuple(log.seed for log in logs if log.seed),
+        row=row,
+        summaries=tuple(log.summary for log in logs if log.summary is not None),
+        logs=tuple(logs),
+        cost=_published_cost(logs),
+        reference=f"{first.repository}@{first.commit[:7]} {first.path}" + (" ..." if len(logs) > 1 else ""),
+        note=note,
+    )
 
 
 def _card_notes(cards: dict[str, dict[str, Any]], logs: Sequence[ReleasedLog]) -> list[str]:
@@ -426,7 +441,7 @@ def _epsilon(text: str) -> str:
 
 def _short_training(training: str, dataset: str) -> str:
     """What was added to the dataset's own training set, in a few words ("" for nothing)."""
-    from rsbench.leaderboard.sources import PRETRAINED, SELF_TRAINED
+    from rsbench.published.paths import PRETRAINED, SELF_TRAINED
 
     info = find_dataset(dataset)
     if info is not None and training == info.training_set:
@@ -463,7 +478,7 @@ def _run_name(result: Result) -> str:
 
 def _run_subset(result: Result) -> str:
     """The rule of a run's images, when it is a regular one (``every 20th test image (500)``), else its digest."""
-    from rsbench.leaderboard.importer import subset_rule
+    from rsbench.published.logs import subset_rule
 
     size = result.protocol.get("test_size")
     if find_dataset(result.dataset) is None and not size:
@@ -506,7 +521,7 @@ def _json(path: Path) -> dict[str, Any]:
 
 def _time_sum(path: Path) -> float | None:
     """The sum of a certify TSV's ``time`` column in seconds (``0:00:01.5`` or seconds), None without one."""
-    from rsbench.leaderboard.importer import seconds
+    from rsbench.published.logs import seconds
 
     try:
         frame = pd.read_csv(path, sep="\t", usecols=["time"])

@@ -15,10 +15,10 @@ import pandas as pd
 
 from rsbench.leaderboard.board import Board, column
 from rsbench.leaderboard.entries import Entry
-from rsbench.report.released import source_cards
+from rsbench.published.catalogue import source_cards
 from rsbench.report.render import Section, latex
 from rsbench.report.render import markdown as sections_markdown
-from rsbench.report.tables import interval_cell, p_text, sigma_text
+from rsbench.report.tables import estimate_cells, p_text, sigma_text
 
 TITLES = {"cifar10": "CIFAR-10", "imagenet": "ImageNet", "mnist": "MNIST", "fashion_mnist": "Fashion-MNIST"}
 
@@ -91,94 +91,101 @@ def sections(board: Board) -> list[Section]:
     level = f"{100 * board.settings.confidence:g}%"
     numbers_frame = frame(board)
     for sigma in board.sigmas:
-        ranked = board.ranked(sigma)
-        shown = pd.DataFrame([_row(board, i + 1, entry) for i, entry in enumerate(ranked)])
-        shown = shown.drop(columns=[c for c in ("training", "note") if (shown[c] == "").all()])
-        shown = shown.drop(columns=[c for c in shown.columns if c.startswith("r=") and (shown[c] == "-").all()])
-        leader = board.leader.get(sigma)
-        caption = (
-            f"Entries certified at σ = {sigma_text(sigma)}, best ACR first. ACR: mean of correct × radius over the "
-            f"images [{level} {'t' if board.settings.acr_interval == 't' else 'BCa bootstrap'} interval over the "
-            f"images]; r = ...: certified accuracy (%) at that radius [{level} Clopper-Pearson interval] ('-': "
-            "beyond the largest radius the entry's protocol can certify, sigma * Phi^-1(alpha^(1/n)); radii beyond "
-            "every entry's are left out); with several runs the mean ± the sd over runs, the interval being that of "
-            "one run with the mean count. Order: best ACR first, except that an entry certified on a subset of "
-            "another's images goes below the last entry with at least its ACR on its images (the paired comparison); "
-            "entries on images neither holds are ordered as published. "
-            + (
-                f"ΔACR vs best: paired on the images both certified against {leader} (the best published entry of "
-                f"this σ with per-image records trained on the dataset's own training set), with its {level} paired t "
-                "interval; '-' where the two share no image or an entry has no per-image records. "
-                if leader
-                else ""
-            )
-            + "‡: not shipped (its repository has no licence, or a single-run ablation left out to keep rsbench "
-            "small): its numbers only, unpaired unless clones=[path] "
-            "gives a clone. cost: the authors' certification wall clock per image on their GPU (the source's card "
-            "names it where they do) and training time where logged; for runs, metrics.json's cost (or the sum of "
-            "certify.tsv's time) and the device."
-        )
-        names = set(e.name for e in ranked)
-        out.append(
-            Section(
-                f"sigma_{sigma:g}",
-                f"σ = {sigma_text(sigma)}",
-                shown,
-                caption,
-                numbers_frame[numbers_frame["entry"].isin(names)],
-            )
-        )
-        paired = _paired_section(board, sigma, ranked, [c for c in shown.columns if c.startswith("r=")])
+        table = _sigma_section(board, sigma, level, numbers_frame)
+        out.append(table)
+        shown_radii = [c for c in table.table.columns if c.startswith("r=")]
+        paired = _paired_section(board, sigma, board.ranked(sigma), shown_radii)
         if paired is not None:
             out.append(paired)
     if not board.envelope.empty:
         out.append(_envelope_section(board, level))
     if board.pareto:
-        front = [e for e in board.entries if e.name in board.pareto]
-        front.sort(key=lambda e: (e.sigma, -board.numbers[e.name].acr.value))
-        shown = pd.DataFrame(
-            {
-                "entry": [e.name for e in front],
-                "row": [board.position(e.name) for e in front],
-                "ACR": [f"{board.numbers[e.name].acr.value:.3f}" for e in front],
-                **{
-                    f"r={r:g}": [
-                        "-" if r > e.cap * (1 + 1e-9) else _percent(board.numbers[e.name].accuracy[r].value)
-                        for e in front
-                    ]
-                    for r in board.settings.radii
-                },
-            }
-        )
-        out.append(
-            Section(
-                "pareto",
-                "Pareto front over the radii",
-                shown,
-                "The entries that no other entry matches or beats at every radius of the table and beats at one "
-                "(point estimates): the trade-off between small and large radii that one ACR hides (Sun et al. 2025).",
-                numbers_frame[numbers_frame["pareto"]],
-            )
-        )
+        out.append(_pareto_section(board, numbers_frame))
     for run in (e for e in board.entries if e.kind == "run"):
-        lines = [line for line in board.runs_against_field if line["run"] == run.name]
-        same_sigma = [line for line in lines if math.isclose(line["sigma"], run.sigma)]
-        if not same_sigma:
-            continue
-        same_sigma.sort(key=lambda line: -board.numbers[line["against"]].acr.value)
-        shown = pd.DataFrame([_versus(board, line) for line in same_sigma])
-        out.append(
-            Section(
-                f"run_{len(out)}",
-                f"{run.name} against the field",
-                shown,
-                f"The run against every published entry of its σ on the images both certified: ΔACR (run minus "
-                f"entry) with its {level} paired t interval and p; Δ r: certified accuracy difference in points "
-                "with McNemar's exact p (paired t over the images with several runs). Every σ is in the CSV.",
-                pd.DataFrame(lines),
-            )
-        )
+        versus = _run_section(board, run, f"run_{len(out)}", level)
+        if versus is not None:
+            out.append(versus)
     return out
+
+
+def _sigma_section(board: Board, sigma: float, level: str, numbers_frame: pd.DataFrame) -> Section:
+    """The table of the entries certified at ``sigma``, in their order, with the numbers of those entries."""
+    ranked = board.ranked(sigma)
+    shown = pd.DataFrame([_row(board, i + 1, entry) for i, entry in enumerate(ranked)])
+    shown = shown.drop(columns=[c for c in ("training", "note") if (shown[c] == "").all()])
+    shown = shown.drop(columns=[c for c in shown.columns if c.startswith("r=") and (shown[c] == "-").all()])
+    leader = board.leader.get(sigma)
+    caption = (
+        f"Entries certified at σ = {sigma_text(sigma)}, best ACR first. ACR: mean of correct × radius over the "
+        f"images [{level} {'t' if board.settings.acr_interval == 't' else 'BCa bootstrap'} interval over the "
+        f"images]; r = ...: certified accuracy (%) at that radius [{level} Clopper-Pearson interval] ('-': "
+        "beyond the largest radius the entry's protocol can certify, sigma * Phi^-1(alpha^(1/n)); radii beyond "
+        "every entry's are left out); with several runs the mean ± the sd over runs, the interval being that of "
+        "one run with the mean count. Order: best ACR first, except that an entry certified on a subset of "
+        "another's images goes below the last entry with at least its ACR on its images (the paired comparison); "
+        "entries on images neither holds are ordered as published. "
+        + (
+            f"ΔACR vs best: paired on the images both certified against {leader} (the best published entry of "
+            f"this σ with per-image records trained on the dataset's own training set), with its {level} paired t "
+            "interval; '-' where the two share no image or an entry has no per-image records. "
+            if leader
+            else ""
+        )
+        + "‡: not shipped (its repository has no licence, or a single-run ablation left out to keep rsbench "
+        "small): its numbers only, unpaired unless clones=[path] "
+        "gives a clone. cost: the authors' certification wall clock per image on their GPU (the source's card "
+        "names it where they do) and training time where logged; for runs, metrics.json's cost (or the sum of "
+        "certify.tsv's time) and the device."
+    )
+    names = set(e.name for e in ranked)
+    numbers = numbers_frame[numbers_frame["entry"].isin(names)]
+    return Section(f"sigma_{sigma:g}", f"σ = {sigma_text(sigma)}", shown, caption, numbers)
+
+
+def _pareto_section(board: Board, numbers_frame: pd.DataFrame) -> Section:
+    """The Pareto front over the radii: its entries by sigma and ACR, their rows and point estimates."""
+    front = [e for e in board.entries if e.name in board.pareto]
+    front.sort(key=lambda e: (e.sigma, -board.numbers[e.name].acr.value))
+    shown = pd.DataFrame(
+        {
+            "entry": [e.name for e in front],
+            "row": [board.position(e.name) for e in front],
+            "ACR": [f"{board.numbers[e.name].acr.value:.3f}" for e in front],
+            **{
+                f"r={r:g}": [
+                    "-" if r > e.cap * (1 + 1e-9) else _percent(board.numbers[e.name].accuracy[r].value) for e in front
+                ]
+                for r in board.settings.radii
+            },
+        }
+    )
+    return Section(
+        "pareto",
+        "Pareto front over the radii",
+        shown,
+        "The entries that no other entry matches or beats at every radius of the table and beats at one "
+        "(point estimates): the trade-off between small and large radii that one ACR hides (Sun et al. 2025).",
+        numbers_frame[numbers_frame["pareto"]],
+    )
+
+
+def _run_section(board: Board, run: Entry, name: str, level: str) -> Section | None:
+    """A user's run against every published entry of its sigma (None when it shares images with none)."""
+    lines = [line for line in board.runs_against_field if line["run"] == run.name]
+    same_sigma = [line for line in lines if math.isclose(line["sigma"], run.sigma)]
+    if not same_sigma:
+        return None
+    same_sigma.sort(key=lambda line: -board.numbers[line["against"]].acr.value)
+    shown = pd.DataFrame([_versus(board, line) for line in same_sigma])
+    return Section(
+        name,
+        f"{run.name} against the field",
+        shown,
+        f"The run against every published entry of its σ on the images both certified: ΔACR (run minus "
+        f"entry) with its {level} paired t interval and p; Δ r: certified accuracy difference in points "
+        "with McNemar's exact p (paired t over the images with several runs). Every σ is in the CSV.",
+        pd.DataFrame(lines),
+    )
 
 
 def _paired_section(board: Board, sigma: float, ranked: Sequence[Entry], shown_radii: Sequence[str]) -> Section | None:
@@ -332,18 +339,11 @@ def _row(board: Board, rank: int, entry: Entry) -> dict[str, str]:
         "training": entry.training,
         "images": _compact_subset(entry.subset),
         "runs": str(runs),
-        "ACR": interval_cell(numbers.acr.value, numbers.acr_sd, numbers.acr.low, numbers.acr.high, 1, 3, sd_digits=4),
     }
-    for r in board.settings.radii:
-        estimate = numbers.accuracy[r]
-        if r > entry.cap * (1 + 1e-9):
-            cells[f"r={r:g}"] = "-"
-        elif math.isnan(estimate.value):
-            cells[f"r={r:g}"] = "?"
-        else:
-            cells[f"r={r:g}"] = interval_cell(
-                estimate.value, numbers.accuracy_sd[r], estimate.low, estimate.high, 100, 1, sd_digits=2
-            )
+    radii, accuracy = board.settings.radii, numbers.accuracy
+    accuracies = {r: (accuracy[r].value, numbers.accuracy_sd[r], accuracy[r].low, accuracy[r].high) for r in radii}
+    acr = (numbers.acr.value, numbers.acr_sd, numbers.acr.low, numbers.acr.high)
+    cells |= estimate_cells(acr, accuracies, lambda r: r > entry.cap * (1 + 1e-9), unknown="?", sd_digits=(4, 2))
     compared = board.versus_leader.get(entry.name)
     if board.leader.get(entry.sigma) == entry.name:
         cells["ΔACR vs best"] = "best"

@@ -149,17 +149,7 @@ def pgd_l2_smoothed_jeong(
     ``2 * epsilon / num_steps`` along g / (||g|| + 1e-8), where g is the gradient of the **batch mean** of J (so the
     guard acts on a gradient 1/B the size of each image's own); then x' - x is renormed to ``epsilon`` and only then
     x' is clamped to [0, 1] (the reverse of Salman's order). A zero gradient gives a zero step (no random direction).
-
-    Args:
-        model: the base classifier.
-        x: clean images ``[B, C, H, W]`` in [0, 1].
-        labels: ``[B]``.
-        noise: ``[B * m, C, H, W]``, grouped by image.
-        epsilon: the l2 radius in [0,1] pixel units (>= 0).
-        num_steps: T >= 1.
-
-    Returns:
-        x' ``[B, C, H, W]``, detached.
+    The arguments are :func:`pgd_l2_smoothed`'s; returns x' ``[B, C, H, W]``, detached.
     """
     m = noise.shape[0] // x.shape[0]
     x = x.detach()
@@ -203,7 +193,6 @@ def ddn_smoothed(
     Returns:
         x + delta ``[B, C, H, W]``, detached.
     """
-    m = noise.shape[0] // x.shape[0]
     batch = x.shape[0]
     levels = DDN_LEVELS - 1
     if epsilon == 0 or num_steps == 0:
@@ -216,15 +205,7 @@ def ddn_smoothed(
     for step in range(num_steps):
         lr = 0.01 + (1 - 0.01) * (1 + math.cos(math.pi * (step + 1) / num_steps)) / 2
         norm = row_norms(delta)
-        outputs: dict[str, Tensor] = {}
-
-        def loss_fn(d: Tensor, outputs: dict[str, Tensor] = outputs) -> Tensor:
-            logits = model(copies(x + d, m) + noise)
-            outputs["votes"] = logits.detach().argmax(dim=1).view(batch, m)
-            return smoothed_nll(logits, labels, m).sum()
-
-        grad = _input_grad(loss_fn, delta)
-        is_adv = outputs["votes"].mode(dim=1).values != labels
+        grad, is_adv = _ddn_gradient(model, x, labels, noise, delta)
         better = is_adv & (norm < best_norm)
         best_norm = torch.where(better, norm, best_norm)
         best_delta[better] = delta[better]
@@ -235,6 +216,24 @@ def ddn_smoothed(
         delta = delta.clamp(0, 1) - x
     best_delta = (project_l2(best_delta, epsilon) * levels).round() / levels
     return (x + best_delta).clamp(0, 1).detach()
+
+
+def _ddn_gradient(model: Model, x: Tensor, labels: Tensor, noise: Tensor, delta: Tensor) -> tuple[Tensor, Tensor]:
+    """DDN's gradient of J (the summed smoothed NLL) at ``x + delta``, and per image whether its vote is wrong.
+
+    One forward pass of the m noisy copies per image gives both: the majority vote of their predictions.
+    """
+    batch = x.shape[0]
+    m = noise.shape[0] // batch
+    outputs: dict[str, Tensor] = {}
+
+    def loss_fn(d: Tensor, outputs: dict[str, Tensor] = outputs) -> Tensor:
+        logits = model(copies(x + d, m) + noise)
+        outputs["votes"] = logits.detach().argmax(dim=1).view(batch, m)
+        return smoothed_nll(logits, labels, m).sum()
+
+    grad = _input_grad(loss_fn, delta)
+    return grad, outputs["votes"].mode(dim=1).values != labels
 
 
 class MixIterates(NamedTuple):

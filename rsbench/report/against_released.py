@@ -1,7 +1,7 @@
 """Each rsbench row paired image by image with the authors' own released run of the same method, dataset and sigma.
 
 A published table entry and an rsbench number differ by the model, the images and the sampling; a released per-image
-log (:mod:`rsbench.report.released`) removes the second: rsbench's certificates and the authors' are compared on the
+log (:mod:`rsbench.published.catalogue`) removes the second: rsbench's certificates and the authors' are compared on the
 same test images (the same indices of the same test set), so the difference is paired and far sharper than a
 z-distance between two table entries.
 
@@ -27,10 +27,10 @@ import numpy as np
 import pandas as pd
 from statsmodels.stats.multitest import multipletests
 
+from rsbench.published.catalogue import ReleasedLog, released_logs, training_curve
+from rsbench.published.pairing import pair_rows
 from rsbench.report.load import canonical
-from rsbench.report.paired import paired_table
-from rsbench.report.released import ReleasedLog, released_logs, training_curve
-from rsbench.report.render import Section
+from rsbench.report.render import Section, with_numbers
 from rsbench.report.rows import Row
 from rsbench.report.tables import Options, p_text, radius_column, sigma_text
 from rsbench.report.training_tracking import TrackingSummary, track
@@ -116,8 +116,7 @@ def compare_released(rows: Sequence[Row], options: Options) -> Section | None:
         "authors' learning rate (their log prints the rate dropped twice at the epoch after each drop, a get_lr() "
         "artefact, read as the rate they trained with)."
     )
-    numbers_out = numbers.rename(columns=lambda c: c.lstrip("_"))
-    return Section("released", "Against the authors' released runs", shown, caption, numbers_out)
+    return with_numbers("released", "Against the authors' released runs", shown, caption, numbers)
 
 
 def with_holm(numbers: pd.DataFrame) -> pd.DataFrame:
@@ -142,8 +141,8 @@ def with_holm(numbers: pd.DataFrame) -> pd.DataFrame:
 
 def _compare(row: Row, log: ReleasedLog, options: Options) -> dict[str, Any]:
     released = log.read()
-    theirs = set(released.images)
-    common = [i for i in row.images if i in theirs]
+    pairing = pair_rows(row, Row((released,), row.settings), options.radii, options.confidence)
+    common = pairing.images if pairing is not None else []
     line: dict[str, Any] = {
         "method": row.label,
         "sigma": sigma_text(row.first.sigma),
@@ -155,11 +154,9 @@ def _compare(row: Row, log: ReleasedLog, options: Options) -> dict[str, Any]:
         "_images_row": len(row.images),
         "_acr_released_all": float(np.mean(released.scores)),
     }
-    if not common:
+    if pairing is None:
         return {**line, "note": "not paired: the released log certified none of the row's images"}
-    ours = Row(tuple(r.on_images(common) for r in row.results), row.settings)
-    base = Row((released.on_images(common),), row.settings)
-    paired = paired_table([ours, base], {0: base}, options.radii, options.confidence).iloc[0]
+    ours, base, paired = pairing.ours, pairing.theirs, pairing.line
     per_seed = ours.seed_values() - float(np.mean(base.scores))
     k = len(row.results)
     line.update(

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
@@ -44,14 +43,13 @@ from rsbench.certify.subset import indices_digest
 from rsbench.certify.validate import FIXED_STEM, Facts, read_json_object, read_table, sigma_from_path
 from rsbench.errors import DamagedFileError, RsbenchError
 from rsbench.methods.card import method_of_log_folder
+from rsbench.published.paths import cohen_layout
 from rsbench.report.cost import Cost, run_cost
 from rsbench.runs.datasets import path_names, published_as
 from rsbench.runs.naming import describes_setting, execution_keys, override_key
 from rsbench.runs.quoting import override_value
 
 log = logging.getLogger(__name__)
-
-COHEN_ARCHS = {"resnet110": "cifar_resnet110", "resnet50": "resnet50"}  # Cohen et al.'s folder names
 
 
 class ReportError(RsbenchError):
@@ -443,36 +441,6 @@ def read_cohen_tsv(
         norm=certified_norm,
         noise=noise,
     )
-
-
-@dataclass(frozen=True)
-class CohenLayout:
-    """What the folders of Cohen et al.'s released logs say: ``<arch>/noise_<trained>/<split>/sigma_<certified>``."""
-
-    method: str
-    arch: str
-    trained_sigma: float | None
-
-
-def cohen_layout(path: Path) -> CohenLayout | None:
-    """Cohen et al.'s log layout (locuslab/smoothing ``data/certify/cifar10/resnet110/noise_0.25/test/sigma_0.50``).
-
-    The file is named ``sigma_<s>`` (the certification sigma) in a ``test`` or ``train`` folder under
-    ``noise_<s>`` (the training sigma) under the architecture; the method is Gaussian augmentation. None for any
-    other layout.
-
-    >>> cohen_layout(Path("cifar10/resnet110/noise_0.25/test/sigma_0.50"))
-    CohenLayout(method='gaussian', arch='cifar_resnet110', trained_sigma=0.25)
-    >>> cohen_layout(Path("data/fmnist/noise_0.25/cohen/noise_0.25.tsv")) is None
-    True
-    """
-    parts = path.parts
-    if len(parts) < 4 or not parts[-1].startswith("sigma_") or parts[-2] not in ("test", "train"):
-        return None
-    trained = re.fullmatch(r"noise_(\d+(?:\.\d+)?)", parts[-3])
-    if trained is None:
-        return None
-    return CohenLayout("gaussian", COHEN_ARCHS.get(parts[-4], parts[-4]), float(trained.group(1)))
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rsbench.published.catalogue import released_logs
 from rsbench.report.load import canonical
-from rsbench.report.released import released_logs
-from rsbench.report.render import Section
+from rsbench.report.render import Section, with_numbers
 from rsbench.report.rows import Row
 from rsbench.report.stats import z_distance
 from rsbench.report.tables import Options, radius_column, sigma_text
@@ -106,8 +106,7 @@ def compare_published(
         "the method; where the published number comes from a released per-image log and rsbench certified a subset "
         "of its images, it gives that log's ACR on the same images (what the selection alone moves)."
     )
-    numbers_out = frame.rename(columns=lambda c: c.lstrip("_"))
-    return Section("published", "Published numbers", shown, caption, numbers_out)
+    return with_numbers("published", "Published numbers", shown, caption, frame)
 
 
 def _compare(row: Row, ours: pd.Series, line: pd.Series, options: Options) -> dict[str, Any]:

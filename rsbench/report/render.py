@@ -20,6 +20,11 @@ class Section:
     numbers: pd.DataFrame
 
 
+def with_numbers(name: str, title: str, shown: pd.DataFrame, caption: str, numbers: pd.DataFrame) -> Section:
+    """A section whose numbers keep their hidden columns (``_name``, left out of ``shown``) under their plain names."""
+    return Section(name, title, shown, caption, numbers.rename(columns=lambda c: c.lstrip("_")))
+
+
 def markdown(sections: Sequence[Section], notes: Sequence[str] = ()) -> str:
     """The whole report as Markdown: each section's title, table and caption, then the notes."""
     parts = []

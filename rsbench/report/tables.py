@@ -18,7 +18,7 @@ move into the caption.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,10 +123,33 @@ def display_frame(
         common: override keys with one value for every row, named in the caption.
     """
     shown: dict[str, list[str]] = {"method": list(frame["label"]), "sigma": [sigma_text(s) for s in frame["sigma"]]}
-    constant: list[str] = []
-    describes_network = (frame["network"] != "fp32").any()  # then `network` says it: not its overrides again
+    describes_network = bool((frame["network"] != "fp32").any())  # then `network` says it: not its overrides again
     keys = [key for key in keys if not (describes_network and key in NETWORK_KEYS)]
     common = {k: v for k, v in (common or {}).items() if not (describes_network and k in NETWORK_KEYS)}
+    constant: list[str] = []
+    for name, values in _described_columns(frame, keys, describes_network).items():
+        if len(set(values)) > 1:
+            shown[name] = values
+        elif values and values[0] not in ("?", "nan", "None"):
+            constant.append(f"{name}={values[0]}")
+    constant += [f"{key}={value}" for key, value in common.items()]
+    several_seeds = bool((frame["seeds"] > 1).any())
+    if several_seeds or len(set(frame["seeds"])) > 1:
+        shown["seeds"] = [str(k) for k in frame["seeds"]]
+    costs = [str(v) for v in frame.get("cost", pd.Series(["?"] * len(frame)))]
+    if any(cost != "?" for cost in costs):
+        shown["cost"] = costs
+    cells = [_estimate_cells_of(frame, i, options.radii) for i in range(len(frame))]
+    for name in cells[0] if cells else ["ACR", *(f"r={radius:g}" for radius in options.radii)]:
+        shown[name] = [line[name] for line in cells]
+    caption = _caption(options, several_seeds, "cost" in shown, constant)
+    if frame["rounded_radii"].any():
+        caption += " Some rows were read from TSVs with 3-significant-digit radii (Cohen's format)."
+    return pd.DataFrame(shown), caption
+
+
+def _described_columns(frame: pd.DataFrame, keys: Sequence[str], describes_network: bool) -> dict[str, list[str]]:
+    """The columns shown where they differ between rows (else named in the caption), as cells."""
     optional = {
         "norm": [str(v) for v in frame["norm"]],
         "noise": [str(v) for v in frame["noise"]],
@@ -142,39 +165,29 @@ def display_frame(
         optional["network"] = [str(v) for v in frame["network"]]
     if (frame["mode"] == "sequential").any():  # sequential CERTIFY draws fewer samples than n; show how many
         optional["samples/img"] = [_count(v) for v in frame["samples_per_image"].fillna(frame["n"])]
-    for name, values in optional.items():
-        if len(set(values)) > 1:
-            shown[name] = values
-        elif values and values[0] not in ("?", "nan", "None"):
-            constant.append(f"{name}={values[0]}")
-    constant += [f"{key}={value}" for key, value in common.items()]
-    several_seeds = bool((frame["seeds"] > 1).any())
-    if several_seeds or len(set(frame["seeds"])) > 1:
-        shown["seeds"] = [str(k) for k in frame["seeds"]]
-    costs = [str(v) for v in frame.get("cost", pd.Series(["?"] * len(frame)))]
-    if any(cost != "?" for cost in costs):
-        shown["cost"] = costs
-    shown["ACR"] = [
-        interval_cell(line.acr, line.acr_sd_seeds, line.acr_low, line.acr_high, 1.0, 3) for line in frame.itertuples()
-    ]
-    for radius in options.radii:
+    return optional
+
+
+def _estimate_cells_of(frame: pd.DataFrame, i: int, radii: Sequence[float]) -> dict[str, str]:
+    """Line ``i`` of ``results_frame``'s ACR and certified accuracies as cells (nan: beyond the cap, ``-``)."""
+    acr = (frame.at[i, "acr"], frame.at[i, "acr_sd_seeds"], frame.at[i, "acr_low"], frame.at[i, "acr_high"])
+    accuracies = {}
+    for radius in radii:
         column = radius_column(radius)
-        shown[f"r={radius:g}"] = [
-            "-"
-            if math.isnan(value)
-            else interval_cell(
-                value,
-                frame.at[i, f"{column}_sd_seeds"],
-                frame.at[i, f"{column}_low"],
-                frame.at[i, f"{column}_high"],
-                100.0,
-                1,
-            )
-            for i, value in enumerate(frame[column])
-        ]
+        value = frame.at[i, column]
+        accuracies[radius] = (
+            (value, frame.at[i, f"{column}_sd_seeds"], frame.at[i, f"{column}_low"], frame.at[i, f"{column}_high"])
+            if not math.isnan(value)
+            else (math.nan, math.nan, math.nan, math.nan)
+        )
+    return estimate_cells(acr, accuracies)
+
+
+def _caption(options: Options, several_seeds: bool, cost: bool, constant: Sequence[str]) -> str:
+    """What the paper table's numbers mean, and the columns common to every row."""
     level = f"{100 * options.confidence:g}%"
     acr_kind = "t interval" if options.acr_interval == "t" else "BCa bootstrap interval"
-    caption = (
+    return (
         f"ACR and certified accuracy (%) at radius r. [a, b]: {level} interval over the certified images "
         f"(ACR: {acr_kind}; accuracy: {CI_NAMES.get(options.ci_method, options.ci_method)})"
         + ("; ± sd over seeds, the value being their mean" if several_seeds else "")
@@ -182,14 +195,43 @@ def display_frame(
         + (
             " cost: the row's runs together (training and certification), GPU-hours on a GPU, core-hours "
             "(seconds x threads) on a CPU; * without training time; ? not recorded."
-            if "cost" in shown
+            if cost
             else ""
         )
         + (f" Common to all rows: {', '.join(constant)}." if constant else "")
     )
-    if frame["rounded_radii"].any():
-        caption += " Some rows were read from TSVs with 3-significant-digit radii (Cohen's format)."
-    return pd.DataFrame(shown), caption
+
+
+Interval = tuple[float, float, float, float]
+"""A value, its sd over seeds (nan for one), and its interval's low and high ends."""
+
+
+def estimate_cells(
+    acr: Interval,
+    accuracies: Mapping[float, Interval],
+    beyond: Callable[[float], bool] = lambda radius: False,
+    unknown: str = "-",
+    sd_digits: tuple[int | None, int | None] = (None, None),
+) -> dict[str, str]:
+    """The ``ACR`` and ``r=<radius>`` cells of one line of a results table, each value with its sd and interval.
+
+    The one renderer of a results table with intervals: the report's paper table (:func:`display_frame`) and the
+    leaderboard's tables (:mod:`rsbench.leaderboard.render`). ACR at 3 decimals, certified accuracy in % at 1
+    (:func:`interval_cell`; the sds at ``sd_digits``, default the same); ``-`` at a radius ``beyond`` the protocol's
+    cap, ``unknown`` where the accuracy is nan.
+
+    >>> estimate_cells((0.5, math.nan, 0.4, 0.6), {0.0: (0.9, math.nan, 0.85, 0.95), 1.0: (math.nan,) * 4})
+    {'ACR': '0.500 [0.400, 0.600]', 'r=0': '90.0 [85.0, 95.0]', 'r=1': '-'}
+    """
+    cells = {"ACR": interval_cell(*acr, 1.0, 3, sd_digits[0])}
+    for radius, (value, sd, low, high) in accuracies.items():
+        if beyond(radius):
+            cells[f"r={radius:g}"] = "-"
+        elif math.isnan(value):
+            cells[f"r={radius:g}"] = unknown
+        else:
+            cells[f"r={radius:g}"] = interval_cell(value, sd, low, high, 100.0, 1, sd_digits[1])
+    return cells
 
 
 def _alpha_column(frame: pd.DataFrame) -> str:

@@ -2,7 +2,7 @@
 
 A paired certification (:mod:`rsbench.report.against_released`) compares two trained models; this compares how they
 were trained. The authors' ``log.txt`` (shipped as ``sigma_<s>.training.tsv.gz`` beside the released TSV, see
-:func:`rsbench.report.released.training_curve`) has one line per epoch with the learning rate, the train loss and
+:func:`rsbench.published.catalogue.training_curve`) has one line per epoch with the learning rate, the train loss and
 accuracy on noisy training images, and the loss and accuracy on noisy test images; an rsbench run's Lightning CSV
 log (``logs/metrics.csv``, or ``logs/training_metrics.csv`` in a copy of its records) has the epoch's train loss
 and accuracy (``train/loss_epoch``, ``train/acc``) and, after training, the noisy test accuracy of the test step
@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from rsbench.methods.card import find_card
-from rsbench.report.released import rates_trained_with
+from rsbench.published.catalogue import rates_trained_with
 
 LR_RTOL = 1e-4
 """Relative tolerance for "the same learning rate": rsbench logs the rate in float32 (0.01 reads 0.01000003, a

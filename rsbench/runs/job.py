@@ -140,20 +140,39 @@ def execute(
     except RunDirectoryBusyError:
         raise  # the directory is another process's (even if both found it new): leave it exactly as it is
     except BaseException as error:
-        stopped = isinstance(error, StopRequested | SystemExit | KeyboardInterrupt)  # by a signal or a launcher
-        if started:
-            write_status(
-                output_dir,
-                "interrupted" if stopped else "failed",
-                overrides,
-                error=_describe(error),
-                module=command.module,
-            )
-        elif created and keep_failed and not stopped:  # a sweep job: its folder records why it failed
-            write_status(output_dir, "failed", overrides, error=_describe(error), module=command.module)
-        elif created:
-            remove_new(output_dir, log_file)
+        _record_failure(error, output_dir, overrides, started, created and keep_failed, created, log_file, command)
         raise  # a directory this job did not create (a refused resume) is left exactly as it was
+
+
+def _record_failure(
+    error: BaseException,
+    output_dir: Path,
+    overrides: Sequence[str],
+    started: bool,
+    keep: bool,
+    created: bool,
+    log_file: str | None,
+    command: Command,
+) -> None:
+    """What a job that raised ``error`` leaves in ``output_dir``.
+
+    A started run records ``interrupted`` (a signal or a launcher stopped it) or ``failed`` in ``status.json``; a run
+    that failed its checks in a directory it created records ``failed`` there when ``keep`` (a sweep job) and is not
+    stopped, else that directory is removed; a directory it did not create is left exactly as it was.
+    """
+    stopped = isinstance(error, StopRequested | SystemExit | KeyboardInterrupt)  # by a signal or a launcher
+    if started:
+        write_status(
+            output_dir,
+            "interrupted" if stopped else "failed",
+            overrides,
+            error=_describe(error),
+            module=command.module,
+        )
+    elif keep and not stopped:  # a sweep job: its folder records why it failed
+        write_status(output_dir, "failed", overrides, error=_describe(error), module=command.module)
+    elif created:
+        remove_new(output_dir, log_file)
 
 
 def run_with_prerequisites(cfg: DictConfig, on_ready: Callable[[], None] | None = None) -> float | None:

@@ -242,13 +242,7 @@ def run(
     callbacks = build_callbacks(cfg)
     start = _starting_point(cfg, module, callbacks, cfg.trainer.get("max_epochs"))
     loggers = build_loggers(cfg)
-    quiet_lightning()
-    bar: dict[str, bool] = {}
-    if not interactive():  # a pipe, nohup or SLURM: no bar, which a file shows as nothing for minutes
-        bar = {"enable_progress_bar": False}
-        if cfg.train:  # lines at an interval instead, also where the bar was turned off for a quiet log
-            callbacks.append(TrainingProgress())
-    trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, **bar)
+    trainer = _trainer(cfg, callbacks, loggers)
     datamodule.prepare_data()  # a missing dataset stops here, before anything is written
     if cfg.test and cfg.certify.enabled:
         check_certification(CertifySettings.from_config(cfg.certify), datamodule, cfg.sigma)  # before training
@@ -258,6 +252,36 @@ def run(
     if before_training is not None and start.train:
         with isolate_rng():  # training what the method needs now, or reusing it, leaves this run's random state
             before_training()
+    _start_logs(cfg, loggers, start)
+    try:
+        test_ckpt = start.test_ckpt
+        if start.train:
+            _stoppable(trainer.fit, module, datamodule=datamodule, ckpt_path=start.fit_ckpt, weights_only=True)
+            test_ckpt = _trained_checkpoint(trainer, cfg.test_ckpt)
+        if cfg.test:
+            _test(cfg, trainer, module, datamodule, test_ckpt)
+        value = trainer.callback_metrics.get(cfg.optimized_metric)
+        return float(value) if value is not None else None
+    finally:
+        for logger in loggers:
+            if isinstance(logger, WandbLogger) and logger._experiment is not None:  # (never start a run to end it)
+                logger.experiment.finish()  # each multirun job is its own W&B run
+
+
+def _trainer(cfg: DictConfig, callbacks: list[pl.Callback], loggers: list[Logger]) -> pl.Trainer:
+    """The run's Lightning trainer: a progress bar on a terminal, progress lines instead on a pipe (training runs)."""
+    quiet_lightning()
+    bar: dict[str, bool] = {}
+    if not interactive():  # a pipe, nohup or SLURM: no bar, which a file shows as nothing for minutes
+        bar = {"enable_progress_bar": False}
+        if cfg.train:  # lines at an interval instead, also where the bar was turned off for a quiet log
+            callbacks.append(TrainingProgress())
+    trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, **bar)
+    return trainer
+
+
+def _start_logs(cfg: DictConfig, loggers: list[Logger], start: Start) -> None:
+    """Drop the CSV rows of an epoch cut short (they are logged again on resuming), and log the hyperparameters."""
     if start.resumed_after is not None:
         for logger in loggers:
             if isinstance(logger, CSVLogger):  # the rows of the epoch that was cut short are logged again
@@ -265,29 +289,17 @@ def run(
     hyperparameters = OmegaConf.to_container(cfg, resolve=True)
     for logger in loggers:
         logger.log_hyperparams(hyperparameters)  # type: ignore[arg-type]
-    try:
-        test_ckpt = start.test_ckpt
-        if start.train:
-            _stoppable(trainer.fit, module, datamodule=datamodule, ckpt_path=start.fit_ckpt, weights_only=True)
-            test_ckpt = _trained_checkpoint(trainer, cfg.test_ckpt)
-        if cfg.test:
-            log.info("testing and certifying %s", test_ckpt or cfg.ckpt_path or "the final weights")
-            certification_owns_the_display(trainer)
-            # Lightning's own table of the test metrics would follow rsbench's summary: one line instead
-            _stoppable(
-                trainer.test, module, datamodule=datamodule, ckpt_path=test_ckpt, weights_only=True, verbose=False
-            )
-            tested = {k: float(v) for k, v in trainer.callback_metrics.items() if str(k).startswith("test/")}
-            if tested:
-                log.info(
-                    "test split: %s", ", ".join(f"{k.removeprefix('test/')} {v:.4g}" for k, v in sorted(tested.items()))
-                )
-        value = trainer.callback_metrics.get(cfg.optimized_metric)
-        return float(value) if value is not None else None
-    finally:
-        for logger in loggers:
-            if isinstance(logger, WandbLogger) and logger._experiment is not None:  # (never start a run to end it)
-                logger.experiment.finish()  # each multirun job is its own W&B run
+
+
+def _test(cfg: DictConfig, trainer: pl.Trainer, module: Any, datamodule: Any, test_ckpt: str | None) -> None:
+    """Test and certify ``test_ckpt`` (the final weights when None), then log the test split's metrics in one line."""
+    log.info("testing and certifying %s", test_ckpt or cfg.ckpt_path or "the final weights")
+    certification_owns_the_display(trainer)
+    # Lightning's own table of the test metrics would follow rsbench's summary: one line instead
+    _stoppable(trainer.test, module, datamodule=datamodule, ckpt_path=test_ckpt, weights_only=True, verbose=False)
+    tested = {k: float(v) for k, v in trainer.callback_metrics.items() if str(k).startswith("test/")}
+    if tested:
+        log.info("test split: %s", ", ".join(f"{k.removeprefix('test/')} {v:.4g}" for k, v in sorted(tested.items())))
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,12 @@
 
 Usage (after fetching the repositories, e.g. ``git clone https://github.com/locuslab/smoothing``)::
 
-    python -m rsbench.leaderboard.importer path/to/smoothing path/to/smoothing-catrs ...
+    python -m rsbench.published.importer path/to/smoothing path/to/smoothing-catrs ...
 
 Each path is a clone (work tree, ``.git`` folder or bare repository) of a repository with a card in
 ``released/sources.yaml``; which card is told by the card's pinned commit, which the clone must hold. Every log is read
 at that commit (``git show <commit>:<path>``), whatever the clone's HEAD, and what its path says
-(:func:`rsbench.leaderboard.sources.parse`) goes into ``index.csv``, one line per log: the repository, commit, path and
+(:func:`rsbench.published.paths.parse`) goes into ``index.csv``, one line per log: the repository, commit, path and
 SHA-256 of the original file, what it certifies in rsbench's names, the images (count and subset rule), the protocol
 (n0, n and the alpha the log's largest radius is consistent with) and the authors' wall clock (the median and the sum of
 its ``time`` column). ``summary.csv`` holds each distinct file's numbers (ACR with its sd over images, the images
@@ -19,7 +19,7 @@ Where the repository's licence allows (its card's ``licence`` is not ``none``) t
 stamp or name in the header, so a rerun changes no byte) without its wall-clock column, with the repository's LICENSE
 beside it (``released/<source>/LICENSE``; the CAT-RS logs keep their first layout, ``released/<dataset>/<method>/`` and
 ``released/LICENSE``). The CAT-RS authors' training logs (``log.txt`` beside a TSV) go into ``training_logs.csv``
-and ``sigma_<s>.training.tsv.gz``, as :func:`rsbench.report.released.training_curve` reads them.
+and ``sigma_<s>.training.tsv.gz``, as :func:`rsbench.published.catalogue.training_curve` reads them.
 
 Paths of sources not given keep their lines, so one repository can be re-imported alone.
 """
@@ -44,16 +44,14 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from rsbench.certify.caps import fixed_n_cap
-from rsbench.leaderboard.sources import Parsed, parse
-from rsbench.runs.datasets import dataset_info, find_dataset
+from rsbench.published.logs import Card, consistent_alpha, seconds, subset_rule, summary
+from rsbench.published.paths import Parsed, parse
+from rsbench.runs.datasets import dataset_info
 
 TARGET = Path(__file__).resolve().parents[1] / "report" / "released"
-GRID = [k / 16 for k in range(65)]  # radii of summary.csv's counts: 0, 1/16, ..., 4
 COLUMNS = ["idx", "label", "predict", "radius", "correct"]
 LEGACY = "catrs2023"  # the first source rsbench shipped: its files keep their layout (<dataset>/<method>/sigma_<s>)
 REPORT_DATASETS = ("cifar10", "mnist", "fashion_mnist")  # the CAT-RS logs the report pairs with (released_logs())
-ALPHAS = (0.01, 0.05, 0.1)  # what else a log's largest radius may be consistent with, tried in order
 NOT_SHIPPED = {
     # Left out of the package to keep it small (each still has its index line and numbers; a clone reads it): the
     # single-run ablations of SmoothMix (Appendix H) and of Consistency on MNIST (lambda and m sweeps).
@@ -74,19 +72,6 @@ TRAINING_COLUMNS = {
     "testloss": "test_loss",
     "test acc": "test_acc",
 }
-
-
-@dataclass(frozen=True)
-class Card:
-    """A repository's card in ``sources.yaml`` (the fields the importer needs)."""
-
-    name: str
-    repository: str
-    commit: str
-    licence: str
-    n0: int
-    n: int
-    alpha: float
 
 
 def cards(folder: Path = TARGET) -> list[Card]:
@@ -115,79 +100,6 @@ def holds(repo: Path, commit: str) -> bool:
     """Whether the clone at ``repo`` has ``commit``."""
     done = subprocess.run(["git", "-C", str(repo), "cat-file", "-e", f"{commit}^{{commit}}"], capture_output=True)
     return done.returncode == 0
-
-
-def subset_rule(indices: Sequence[int], dataset: str, split: str = "test", size: int | None = None) -> str:
-    """The images a log certified, as a rule a reader can check (``size``: the test set's, else its config's).
-
-    >>> subset_rule(range(0, 10000, 20), "cifar10")
-    'every 20th test image (500)'
-    >>> subset_rule(range(0, 42700, 100), "imagenet")
-    'every 100th validation image, the first 427 of 500 (stopped early)'
-    >>> subset_rule(range(10000), "mnist")
-    'all 10,000 test images'
-    """
-    kind = "validation" if dataset == "imagenet" and split == "test" else ("training" if split == "train" else "test")
-    info = find_dataset(dataset)
-    size = size or (info.test_size if split == "test" and info is not None else None)
-    idx = list(indices)
-    step = idx[1] - idx[0] if len(idx) > 1 else 1
-    if idx and idx[0] == 0 and idx == list(range(0, step * len(idx), step)):
-        if step == 1 and size == len(idx):
-            return f"all {len(idx):,} {kind} images"
-        whole = -(-size // step) if size else None
-        every = f"every {step}{_ordinal(step)} {kind} image"
-        if whole is None or whole == len(idx):
-            return f"{every} ({len(idx):,})"
-        return f"{every}, the first {len(idx):,} of {whole:,} (stopped early)"
-    return f"{len(idx):,} {kind} images (idx {idx[0]} to {idx[-1]})"
-
-
-def _ordinal(number: int) -> str:
-    return {1: "st", 2: "nd", 3: "rd"}.get(number % 10 if number % 100 not in (11, 12, 13) else 0, "th")
-
-
-def consistent_alpha(largest: float, sigma: float, card: Card) -> tuple[float, str]:
-    """The alpha a log is consistent with: the documented one unless its largest radius exceeds that alpha's cap.
-
-    CERTIFY's radius is at most sigma * Phi^-1(alpha^(1/n)); a radius above the cap of the documented alpha (allowing
-    for 3-significant-digit rounding, 0.5%) means the log was certified at a larger alpha. Returns the alpha and a note
-    ("" when it is the documented one).
-    """
-    for alpha in (card.alpha, *ALPHAS):
-        if largest <= fixed_n_cap(sigma, card.n, alpha) * 1.005:
-            if alpha == card.alpha:
-                return alpha, ""
-            return alpha, (
-                f"largest radius {largest:g} exceeds the alpha = {card.alpha:g} cap "
-                f"({fixed_n_cap(sigma, card.n, card.alpha):.3f}): consistent with alpha = {alpha:g}"
-            )
-    return card.alpha, f"largest radius {largest:g} exceeds every cap at n = {card.n:,}"
-
-
-def seconds(times: pd.Series) -> np.ndarray:
-    """The ``time`` column in seconds (``0:00:01.5`` or a number of seconds)."""
-    if pd.api.types.is_numeric_dtype(times):
-        return times.to_numpy(dtype=float)
-    return pd.to_timedelta(times).dt.total_seconds().to_numpy()
-
-
-def summary(frame: pd.DataFrame) -> dict[str, Any]:
-    """A log's numbers: images, correct, abstained, ACR and the sd of the scores, and counts on the 1/16 grid."""
-    correct = frame["correct"].to_numpy(bool)
-    radius = frame["radius"].to_numpy(float)
-    scores = np.where(correct, radius, 0.0)
-    line: dict[str, Any] = {
-        "images": len(frame),
-        "correct": int(correct.sum()),
-        "abstained": int((frame["predict"] < 0).sum()),
-        "acr": f"{scores.mean():.6f}",
-        "acr_sd": f"{scores.std(ddof=1):.6f}" if len(scores) > 1 else "",
-        "largest_radius": f"{radius.max():g}",
-    }
-    for r in GRID:
-        line[f"n@{r:g}"] = int((correct & (radius >= r)).sum())
-    return line
 
 
 def local_file(card: Card, parsed: Parsed) -> Path:
@@ -319,21 +231,16 @@ def mark_duplicates(lines: list[dict[str, Any]], order: Sequence[str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Import the cards held by the clones given; keep the other cards' lines; rewrite the index and summaries."""
-    parser = argparse.ArgumentParser(prog="python -m rsbench.leaderboard.importer", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m rsbench.published.importer", description=__doc__.splitlines()[0])
     parser.add_argument("clones", nargs="+", type=Path, help="clones of repositories with a card in sources.yaml")
     parser.add_argument(
         "--target", type=Path, default=TARGET, help="the released/ folder to write (default: rsbench's)"
     )
     args = parser.parse_args(argv)
     every = cards(args.target)
-    found: dict[str, tuple[Path, Card]] = {}
-    for clone in args.clones:
-        held = [card for card in every if holds(clone, card.commit)]
-        if not held:
-            known = ", ".join(f"{c.repository}@{c.commit[:7]}" for c in every)
-            print(f"rsbench: error: {clone} holds none of the cards' commits ({known})", file=sys.stderr)
-            return 2
-        found.update({card.name: (clone, card) for card in held})
+    found = _held_cards(args.clones, every)
+    if found is None:
+        return 2
     index_file, summary_file, training_file = (
         args.target / n for n in ("index.csv", "summary.csv", "training_logs.csv")
     )
@@ -363,11 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         numbers[log.line["sha256"]] = {"sha256": log.line["sha256"], **log.numbers}
         if log.line["file"]:
             write_gzipped(log.frame, args.target / log.line["file"])
-    for name in {line["source"] for line in lines if line["file"]} & set(found):
-        clone, card = found[name]
-        licence = Path("LICENSE") if name == LEGACY else Path(name) / "LICENSE"
-        (args.target / licence).parent.mkdir(parents=True, exist_ok=True)
-        (args.target / licence).write_bytes(git(clone, "show", f"{card.commit}:LICENSE"))
+    _write_licences(args.target, {line["source"] for line in lines if line["file"]} & set(found), found)
     for path, text in curves.items():
         with open(args.target / path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as out:
             out.write(text)
@@ -380,6 +283,31 @@ def main(argv: list[str] | None = None) -> int:
     shipped = sum(1 for line in lines if line["file"])
     print(f"wrote {len(lines)} index lines ({shipped} shipped) to {args.target}")
     return 0
+
+
+def _held_cards(clones: Sequence[Path], every: Sequence[Card]) -> dict[str, tuple[Path, Card]] | None:
+    """Per card a clone holds (its pinned commit), the clone and the card.
+
+    None, after printing the error, for a clone that holds none of the cards' commits.
+    """
+    found: dict[str, tuple[Path, Card]] = {}
+    for clone in clones:
+        held = [card for card in every if holds(clone, card.commit)]
+        if not held:
+            known = ", ".join(f"{c.repository}@{c.commit[:7]}" for c in every)
+            print(f"rsbench: error: {clone} holds none of the cards' commits ({known})", file=sys.stderr)
+            return None
+        found.update({card.name: (clone, card) for card in held})
+    return found
+
+
+def _write_licences(target: Path, shipping: set[str], found: dict[str, tuple[Path, Card]]) -> None:
+    """Each shipping source's LICENSE beside its logs (CAT-RS's at the top of ``released/``), from its clone."""
+    for name in shipping:
+        clone, card = found[name]
+        licence = Path("LICENSE") if name == LEGACY else Path(name) / "LICENSE"
+        (target / licence).parent.mkdir(parents=True, exist_ok=True)
+        (target / licence).write_bytes(git(clone, "show", f"{card.commit}:LICENSE"))
 
 
 def _legacy_order(line: dict[str, Any]) -> tuple[Any, ...]:

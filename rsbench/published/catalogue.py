@@ -13,7 +13,7 @@ numbers (by SHA-256): ACR and the sd of the per-image scores, and the images cer
 1/16 grid up to 4, so a log that is not shipped still has its ACR and certified accuracy with their intervals.
 ``training_logs.csv`` summarises the CAT-RS authors' training logs and names their copies
 (``sigma_<s>.training.tsv.gz``: the authors' ``log.txt`` per epoch without its wall clock, :func:`training_curve`).
-``python -m rsbench.leaderboard.importer <clones...>`` rebuilds the folder.
+``python -m rsbench.published.importer <clones...>`` rebuilds the folder (:mod:`rsbench.published`: this room).
 
 Licences: the CAT-RS (alinlab/smoothing-catrs), SmoothAdv (Hadisalman/smoothing-adversarial), Consistency
 (jh-jeong/smoothing-consistency) and SmoothMix (jh-jeong/smoothmix) repositories are MIT-licensed: their logs ship
@@ -33,8 +33,8 @@ import hashlib
 import math
 import subprocess
 import tempfile
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -212,21 +212,30 @@ def catalogue(
     *,
     dataset: str | None = None,
     source: str | None = None,
+    method: str | None = None,
+    sigma: float | None = None,
     duplicates: bool = False,
+    report: bool = False,
 ) -> list[ReleasedLog]:
-    """Every released log with a card, shipped or not, in the index's order.
+    """Every released log with a card, shipped or not, in the index's order, keeping those that match every argument.
 
     Args:
         dataset: keep this dataset's logs only.
         source: keep this card's logs only (``cohen2019``, ...).
+        method: keep this method's logs only.
+        sigma: keep the logs certified at this sigma only.
         duplicates: also the logs byte-identical to one listed before them (``same_as``).
+        report: only the logs the report pairs rows with and the replay benchmark replays (``ReleasedLog.report``).
     """
     return [
         log
         for log in _index()
         if (dataset is None or log.dataset == dataset)
         and (source is None or log.source == source)
+        and (method is None or log.method == method)
+        and (sigma is None or math.isclose(log.sigma, sigma))
         and (duplicates or not log.same_as)
+        and (log.report or not report)
     ]
 
 
@@ -236,16 +245,9 @@ def released_logs(
     """The CAT-RS logs the report pairs with and the replay benchmark replays, keeping those that match every argument.
 
     These are the 44 logs of the CAT-RS authors' CIFAR-10, MNIST and Fashion-MNIST tables (all shipped), in the
-    index's order; :func:`catalogue` has every other released log.
+    index's order: :func:`catalogue` with ``report=True``.
     """
-    return [
-        log
-        for log in _index()
-        if log.report
-        and (dataset is None or log.dataset == dataset)
-        and (method is None or log.method == method)
-        and (sigma is None or math.isclose(log.sigma, sigma))
-    ]
+    return catalogue(dataset=dataset, method=method, sigma=sigma, duplicates=True, report=True)
 
 
 def source_cards() -> dict[str, dict[str, Any]]:
@@ -260,39 +262,29 @@ def _index() -> tuple[ReleasedLog, ...]:
     folder = _released_folder()
     index = pd.read_csv(str(folder.joinpath("index.csv")), dtype=str, keep_default_na=False)
     summaries = _summaries()
-    return tuple(
-        ReleasedLog(
-            repository=row.repository,
-            commit=row.commit,
-            path=row.path,
-            method=row.method,
-            variant=row.variant,
-            dataset=row.dataset,
-            arch=row.arch,
-            sigma=float(row.sigma),
-            images=int(row.images),
-            n0=int(row.n0),
-            n=int(row.n),
-            alpha=float(row.alpha),
-            seconds_per_image=_float(row.seconds_per_image),
-            file=Path(str(folder.joinpath(row.file))) if row.file else None,
-            source=row.source,
-            sha256=row.sha256,
-            setting=row.setting,
-            hparams=row.hparams,
-            seed=row.seed,
-            training=row.training,
-            split=row.split,
-            trained_sigma=float(row.trained_sigma),
-            subset=row.subset,
-            alpha_note=row.alpha_note,
-            certify_seconds=_float(row.certify_seconds),
-            report=row.report == "True",
-            same_as=row.same_as,
-            summary=summaries.get(row.sha256),
-        )
-        for row in index.itertuples()
-    )
+    return tuple(_log(line, folder, summaries) for line in index.to_dict("records"))
+
+
+_TYPES: dict[str, Callable[[str], Any]] = {
+    "sigma": float,
+    "images": int,
+    "n0": int,
+    "n": int,
+    "alpha": float,
+    "seconds_per_image": lambda text: _float(text),
+    "trained_sigma": float,
+    "certify_seconds": lambda text: _float(text),
+    "report": lambda text: text == "True",
+}
+"""How ``index.csv``'s text reads as each typed field of :class:`ReleasedLog` (any other field is the text)."""
+
+
+def _log(line: dict[str, str], folder: Traversable, summaries: dict[str, Summary]) -> ReleasedLog:
+    """One line of ``index.csv`` as a record: every field from its column, the file under ``released/``, the numbers."""
+    names = [f.name for f in fields(ReleasedLog) if f.name not in ("file", "summary")]
+    values = {name: _TYPES.get(name, str)(line[name]) for name in names}
+    file = Path(str(folder.joinpath(line["file"]))) if line["file"] else None
+    return ReleasedLog(**values, file=file, summary=summaries.get(line["sha256"]))
 
 
 def _summaries() -> dict[str, Summary]:

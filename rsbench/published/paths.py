@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import PurePath, PurePosixPath
 
 from rsbench.methods.card import method_of_log_folder
 from rsbench.runs.datasets import dataset_info
 
-CIFAR_ARCHS = {
+CIFAR_ARCHS = {  # the authors' folder names of architectures (any other name is rsbench's own)
     "resnet110": "cifar_resnet110",
     "cifar_resnet110": "cifar_resnet110",
     "cifar_resnet20": "cifar_resnet20",
@@ -112,20 +113,53 @@ def _catrs(path: str) -> Parsed | None:
     )
 
 
-def _cohen(path: str) -> Parsed | None:
-    match = re.fullmatch(r"data/certify/(cifar10|imagenet)/(\w+)/noise_([\d.]+)/(test|train)/sigma_([\d.]+)", path)
-    if match is None:
+@dataclass(frozen=True)
+class CohenLayout:
+    """What the folders of Cohen et al.'s released logs say: ``<arch>/noise_<trained>/<split>/sigma_<certified>``."""
+
+    method: str
+    arch: str
+    trained_sigma: float | None
+    split: str = "test"
+
+
+def cohen_layout(path: PurePath) -> CohenLayout | None:
+    """Cohen et al.'s log layout (locuslab/smoothing ``data/certify/cifar10/resnet110/noise_0.25/test/sigma_0.50``).
+
+    The file is named ``sigma_<s>`` (the certification sigma) in a ``test`` or ``train`` folder under
+    ``noise_<s>`` (the training sigma) under the architecture; the method is Gaussian augmentation. None for any
+    other layout. The one reader of this layout: for a log of the repository (:func:`parse`) and for a file a user
+    gives the report (:func:`rsbench.report.load.read_cohen_tsv`).
+
+    >>> cohen_layout(PurePath("cifar10/resnet110/noise_0.25/test/sigma_0.50"))
+    CohenLayout(method='gaussian', arch='cifar_resnet110', trained_sigma=0.25, split='test')
+    >>> cohen_layout(PurePath("data/fmnist/noise_0.25/cohen/noise_0.25.tsv")) is None
+    True
+    """
+    parts = path.parts
+    if len(parts) < 4 or not parts[-1].startswith("sigma_") or parts[-2] not in ("test", "train"):
         return None
-    dataset, arch, trained, split, sigma = match.groups()
-    arch = CIFAR_ARCHS.get(arch, arch)
+    trained = re.fullmatch(r"noise_(\d+(?:\.\d+)?)", parts[-3])
+    if trained is None:
+        return None
+    return CohenLayout("gaussian", CIFAR_ARCHS.get(parts[-4], parts[-4]), float(trained.group(1)), parts[-2])
+
+
+def _cohen(path: str) -> Parsed | None:
+    """A log of locuslab/smoothing: which paths are logs (CERTIFY folders), read by :func:`cohen_layout`."""
+    match = re.fullmatch(r"data/certify/(cifar10|imagenet)/\w+/noise_[\d.]+/(?:test|train)/sigma_([\d.]+)", path)
+    layout = cohen_layout(PurePosixPath(path)) if match else None
+    if match is None or layout is None or layout.trained_sigma is None:
+        return None
+    dataset, sigma = match.groups()
     return Parsed(
-        "gaussian",
+        layout.method,
         dataset,
-        arch,
+        layout.arch,
         float(sigma),
-        float(trained),
+        layout.trained_sigma,
         training=dataset_info(dataset).training_set,
-        split=str(split),
+        split=layout.split,
     )
 
 
