@@ -23,10 +23,12 @@ def exported() -> dict[str, str]:
     from rsbench.methods.card import cards
 
     names = dict.fromkeys(BASE_NAMES, f"{__name__}.base")
+    top, _, here = __name__.partition(".")  # "rsbench" (or a renamed copy of it: rsbench.bench.compare_versions)
     for card in cards():
         module, _, name = card.target.rpartition(".")
-        if module.startswith(f"{__name__}."):
-            names.setdefault(name, module)
+        inside = module.partition(".")[2]  # a card names its class from the top of the package
+        if module.split(".")[0] == "rsbench" and inside.startswith(f"{here}."):
+            names.setdefault(name, f"{top}.{inside}")
     return names
 
 
