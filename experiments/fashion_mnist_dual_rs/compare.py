@@ -12,8 +12,9 @@ which may be fewer, with dual RS on those images beside), and writes ``report/``
 Per radius r, certified accuracy is the fraction of images certified correctly at radius >= r. The envelope at r is
 the best expert at r (chosen after seeing the test images, so an optimistic baseline: the best any single global
 sigma does at that radius). Paired differences (dual minus the other, same images): the difference of the two
-fractions with a 95% paired bootstrap interval over images (10,000 resamples, seed 0) and the exact McNemar p-value
-(two-sided binomial test on the discordant images). ACR is reported beside, with the same paired interval. Two
+fractions with its 95% paired t interval over images and McNemar's exact p-value on the discordant images, both
+from rsbench.report (``rsbench.report.stats.paired_difference`` and ``mcnemar_test``, as its paired tables). ACR is
+reported beside, with the same paired interval. Two
 diagnostic columns, neither a certificate, split the gap to the experts: ``routed_expert_only`` (the routed expert's
 radius without the router's, what the choice of sigma gives) and ``oracle_routing`` (each image sent to the expert
 of its largest radius, what a perfect router would give).
@@ -32,12 +33,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
-from scipy.stats import binomtest
 
 from rsbench.certify.dual import dual_rows
 from rsbench.certify.records import read_records, read_rows
-
-RESAMPLES = 10_000
+from rsbench.report.stats import mcnemar_test, paired_difference
 
 
 def certified(radii: np.ndarray, correct: np.ndarray, r: float) -> np.ndarray:
@@ -45,18 +44,16 @@ def certified(radii: np.ndarray, correct: np.ndarray, r: float) -> np.ndarray:
     return correct & (radii >= r)
 
 
-def paired(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> tuple[float, float, float, float]:
-    """(difference of means, 95% bootstrap low, high, McNemar p) for per-image values a, b (0/1 or radii)."""
-    diff = a.astype(float) - b.astype(float)
-    picks = rng.integers(0, len(diff), size=(RESAMPLES, len(diff)))
-    means = diff[picks].mean(axis=1)
-    low, high = np.quantile(means, [0.025, 0.975])
-    if set(np.unique(a)) <= {0, 1} and set(np.unique(b)) <= {0, 1}:
-        up, down = int(((a == 1) & (b == 0)).sum()), int(((a == 0) & (b == 1)).sum())
-        p = binomtest(up, up + down).pvalue if up + down else 1.0
-    else:
-        p = float("nan")
-    return float(diff.mean()), float(low), float(high), float(p)
+def paired(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, float]:
+    """(difference of means, 95% paired t low, high, McNemar p) for per-image values a, b (0/1 or radii).
+
+    The report's statistics: the interval of ``rsbench.report.stats.paired_difference``, McNemar's exact test
+    (``mcnemar_test``) where both are 0/1 (certified or not), nan for radii.
+    """
+    difference = paired_difference(a, b)
+    binary = set(np.unique(a)) <= {0, 1} and set(np.unique(b)) <= {0, 1}
+    p = mcnemar_test(a.astype(bool), b.astype(bool)).p_value if binary else float("nan")
+    return difference.difference, difference.low, difference.high, p
 
 
 def load_expert(folder: Path, indices: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -97,7 +94,6 @@ def main() -> None:
         on = [k for k, i in enumerate(indices) if i in rows]
         ddrs[folder.name] = load_expert(folder, [indices[k] for k in on])
         ddrs_on[folder.name] = np.array(on, dtype=int)
-    rng = np.random.default_rng(0)
     ddrs_header = [h for name in ddrs for h in (f"{name} ({len(ddrs_on[name])} images)", "dual_rs (same images)")]
     header = [
         "radius",
@@ -120,18 +116,16 @@ def main() -> None:
             + [v for name in ddrs for v in (certified(*ddrs[name], r).mean(), dual_at[ddrs_on[name]].mean())]
         )
         for s in sigmas:
-            paired_rows.append([r, f"sigma={s}", *paired(dual_at.astype(int), at[s].astype(int), rng)])
-        paired_rows.append([r, f"envelope (sigma={best})", *paired(dual_at.astype(int), at[best].astype(int), rng)])
+            paired_rows.append([r, f"sigma={s}", *paired(dual_at.astype(int), at[s].astype(int))])
+        paired_rows.append([r, f"envelope (sigma={best})", *paired(dual_at.astype(int), at[best].astype(int))])
         for name in ddrs:
             own = certified(*ddrs[name], r).astype(int)
-            paired_rows.append([r, f"{name} (NOT sound)", *paired(dual_at[ddrs_on[name]].astype(int), own, rng)])
+            paired_rows.append([r, f"{name} (NOT sound)", *paired(dual_at[ddrs_on[name]].astype(int), own)])
     acr = {"dual_rs": float(np.where(dual_c, dual_r, 0).mean())}
     for s in sigmas:
         radii, correct = experts[s]
         acr[f"sigma{s}"] = float(np.where(correct, radii, 0).mean())
-        paired_rows.append(
-            ["ACR", f"sigma={s}", *paired(np.where(dual_c, dual_r, 0), np.where(correct, radii, 0), rng)]
-        )
+        paired_rows.append(["ACR", f"sigma={s}", *paired(np.where(dual_c, dual_r, 0), np.where(correct, radii, 0))])
     for name, (radii, correct) in ddrs.items():
         acr[f"{name} (NOT sound, {len(radii)} images)"] = float(np.where(correct, radii, 0).mean())
         acr[f"dual_rs on the same {len(radii)} images"] = float(np.where(dual_c, dual_r, 0)[ddrs_on[name]].mean())
@@ -187,7 +181,7 @@ def main() -> None:
     lines += ["", "## ACR (beside)", "", "| | ACR |", "|---|---|", *[f"| {k} | {v:.4f} |" for k, v in acr.items()]]
     lines += [
         "",
-        "## Paired differences, dual RS minus the other (95% bootstrap interval over images, McNemar p)",
+        "## Paired differences, dual RS minus the other (95% paired t interval over images, McNemar p)",
         "",
         "| radius | against | difference | 95% interval | McNemar p |",
         "|---|---|---|---|---|",
