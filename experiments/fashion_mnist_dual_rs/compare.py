@@ -36,12 +36,8 @@ import numpy as np
 
 from rsbench.certify.dual import dual_rows
 from rsbench.certify.records import read_records, read_rows
+from rsbench.report.dual import certified_at, oracle_routing, routed_alone, router_binds
 from rsbench.report.stats import mcnemar_test, paired_difference
-
-
-def certified(radii: np.ndarray, correct: np.ndarray, r: float) -> np.ndarray:
-    """Per image: certified correctly at radius r or more."""
-    return correct & (radii >= r)
 
 
 def paired(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, float]:
@@ -83,11 +79,12 @@ def main() -> None:
     dual_c = np.array([r.correct for r in dual])
     # the routed expert's own certificate with the router's radius left out: NOT a certificate (nothing protects the
     # choice of sigma), shown to separate what the choice of sigma costs from what the router's certificate costs
-    routed_r = np.array([r.expert_radius for r in dual])
-    routed_c = np.array([r.expert_predict == r.label for r in dual])
-    router_binds = int((dual_c & (np.array([r.router_radius for r in dual]) < routed_r)).sum())
+    labels = np.array([r.label for r in dual])
+    routed = routed_alone(np.array([r.expert_radius for r in dual]), np.array([r.expert_predict for r in dual]), labels)
+    binds = router_binds(dual_c, np.array([r.router_radius for r in dual]), routed[0])
     sigmas = dual_metrics["sigmas"]
     experts = {s: load_expert(runs / args.experts / f"expert_sigma{s}", indices) for s in sigmas}
+    oracle = oracle_routing([experts[s] for s in sigmas])
     ddrs, ddrs_on = {}, {}  # DDRS may certify fewer images: compared on those, dual RS on the same ones beside
     for folder in sorted(runs.glob("ddrs_sigma*")):
         rows = read_records(folder)
@@ -107,19 +104,19 @@ def main() -> None:
     ]
     per_radius, paired_rows = [], []
     for r in args.radii:
-        dual_at = certified(dual_r, dual_c, r)
-        at = {s: certified(*experts[s], r) for s in sigmas}
+        dual_at = certified_at((dual_r, dual_c), r)
+        at = {s: certified_at(experts[s], r) for s in sigmas}
         best = max(sigmas, key=lambda s: at[s].mean())
         per_radius.append(
-            [r, dual_at.mean(), certified(routed_r, routed_c, r).mean(), *[at[s].mean() for s in sigmas]]
-            + [at[best].mean(), best, np.any([at[s] for s in sigmas], axis=0).mean()]
-            + [v for name in ddrs for v in (certified(*ddrs[name], r).mean(), dual_at[ddrs_on[name]].mean())]
+            [r, dual_at.mean(), certified_at(routed, r).mean(), *[at[s].mean() for s in sigmas]]
+            + [at[best].mean(), best, certified_at(oracle, r).mean()]
+            + [v for name in ddrs for v in (certified_at(ddrs[name], r).mean(), dual_at[ddrs_on[name]].mean())]
         )
         for s in sigmas:
             paired_rows.append([r, f"sigma={s}", *paired(dual_at.astype(int), at[s].astype(int))])
         paired_rows.append([r, f"envelope (sigma={best})", *paired(dual_at.astype(int), at[best].astype(int))])
         for name in ddrs:
-            own = certified(*ddrs[name], r).astype(int)
+            own = certified_at(ddrs[name], r).astype(int)
             paired_rows.append([r, f"{name} (NOT sound)", *paired(dual_at[ddrs_on[name]].astype(int), own)])
     acr = {"dual_rs": float(np.where(dual_c, dual_r, 0).mean())}
     for s in sigmas:
@@ -167,7 +164,7 @@ def main() -> None:
         "routed_expert_only: the routed expert's own certificate with the router's radius left out. It is NOT a "
         "certificate (nothing certifies that nearby inputs get the same sigma); it separates what the choice of "
         f"sigma costs from what the router's certificate costs. The router's radius is the smaller one (it binds) "
-        f"on {router_binds} of the {int(dual_c.sum())} images dual RS classifies correctly. oracle_routing: each "
+        f"on {binds} of the {int(dual_c.sum())} images dual RS classifies correctly. oracle_routing: each "
         "image sent to the expert of its largest radius, known after certifying every expert on it (what the "
         "router's labels ask for; certified at r where any expert is): the most a router over these experts can reach.",
     ]
@@ -191,12 +188,14 @@ def main() -> None:
     (out / "report.md").write_text("\n".join(lines) + "\n")
     figure, axes = plt.subplots(figsize=(6.5, 4))
     grid = np.linspace(0, max(args.radii), 200)
-    axes.plot(grid, [certified(dual_r, dual_c, r).mean() for r in grid], lw=2.5, label="dual RS (sound, alpha+beta)")
+    axes.plot(
+        grid, [certified_at((dual_r, dual_c), r).mean() for r in grid], lw=2.5, label="dual RS (sound, alpha+beta)"
+    )
     for s in sigmas:
-        axes.plot(grid, [certified(*experts[s], r).mean() for r in grid], lw=1.2, ls="--", label=f"sigma={s} alone")
+        axes.plot(grid, [certified_at(experts[s], r).mean() for r in grid], lw=1.2, ls="--", label=f"sigma={s} alone")
     for name in ddrs:
         label = f"{name} (NOT sound, {len(ddrs_on[name])} images)"
-        axes.plot(grid, [certified(*ddrs[name], r).mean() for r in grid], lw=1, ls=":", label=label)
+        axes.plot(grid, [certified_at(ddrs[name], r).mean() for r in grid], lw=1, ls=":", label=label)
     axes.set(xlabel="l2 radius", ylabel="certified accuracy", ylim=(0, 1))
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8)
