@@ -20,6 +20,7 @@ import pytest
 from rsbench.certify.dual import DUAL_RECORD, summarize_dual
 from rsbench.certify.records import CertificationRow, RecordWriter, write_record
 from rsbench.certify.summary import write_metrics
+from rsbench.report.stats import mcnemar_test, paired_difference
 
 pytestmark = pytest.mark.study
 
@@ -133,3 +134,23 @@ def test_another_dual_run_and_expert_folder_report_where_asked(tmp_path: Path) -
     assert (out / "report.md").is_file()
     assert (out / "per_radius.csv").is_file()
     assert not (tmp_path / "report" / "report.md").exists()
+
+
+def test_the_paired_statistics_are_the_reports(tmp_path: Path) -> None:
+    """paired.csv holds rsbench.report's paired interval and McNemar test (it used to bootstrap on its own)."""
+    for k, sigma in enumerate(SIGMAS):
+        expert_run(tmp_path / "runs" / f"expert_sigma{sigma}", k)
+    dual_run(tmp_path / "runs" / "dual_rs")
+    subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--radii", "0.25"], check=True, capture_output=True)
+    table = {
+        (row["radius"], row["against"]): row for row in csv.DictReader((tmp_path / "report" / "paired.csv").open())
+    }
+    # r = 0.25, images 0, 20, 40, 60: dual certifies 20 and 60, the sigma 0.25 expert image 0 alone
+    dual, alone = [0, 1, 0, 1], [1, 0, 0, 0]
+    expected, test = paired_difference(dual, alone), mcnemar_test(dual, alone)
+    row = table[("0.25", "sigma=0.25")]
+    # the same computation on the same four values, written with repr: within 1e-9 (FRACTION)
+    assert float(row["difference"]) == pytest.approx(expected.difference, abs=FRACTION)
+    assert float(row["low95"]) == pytest.approx(expected.low, abs=FRACTION)
+    assert float(row["high95"]) == pytest.approx(expected.high, abs=FRACTION)
+    assert float(row["mcnemar_p"]) == pytest.approx(test.p_value, abs=FRACTION)

@@ -18,8 +18,9 @@ import torch
 from omegaconf import DictConfig
 
 from rsbench.archs.registry import build_classifier
+from rsbench.certify.cost import certification_cost
 from rsbench.certify.dual import format_dual_summary
-from rsbench.certify.records import read_rows
+from rsbench.certify.records import STEM, read_rows
 from rsbench.dual import stages
 from rsbench.errors import ConfigError
 from rsbench.methods.router_loss import LABELS_VERSION
@@ -199,7 +200,8 @@ def test_the_command_runs_as_a_job_locked_with_status_and_resume(tmp_path: Path,
     assert f"wrote {run}" in done.stdout
     assert "alpha + beta = 0.01 + 0.0005 = 0.0105" in done.stdout
     status = json.loads((run / "status.json").read_text())
-    assert (status["status"], status["resume"]) == ("completed", f"python -m rsbench.dual resume={run}")
+    # (the run folder named relative to the working directory it lies under: rsbench.runs.quoting.resume_command)
+    assert (status["status"], status["resume"]) == ("completed", "python -m rsbench.dual resume=run")
     assert (run / ".hydra" / "config.yaml").is_file()
     assert len(read_rows(run / "certify.tsv")) == 3
     more = dual_command(f"resume={run}", "certify.max_images=4", cwd=tmp_path)  # one image more, the rest kept
@@ -210,3 +212,45 @@ def test_the_command_runs_as_a_job_locked_with_status_and_resume(tmp_path: Path,
     assert refused.returncode == 2
     assert refused.stderr.startswith("rsbench: error: the router routes to sigmas [0.25, 1.0]")
     assert not (tmp_path / "no").exists()  # a refused command leaves nothing behind
+
+
+def test_a_sharded_dual_certification_merges_to_the_unsharded_rows(tmp_path: Path, experts: list[Path]) -> None:
+    """Dual runs go through the one pipeline: two shards into one folder, merged by the last, as one job writes."""
+    whole = dual_cfg(tmp_path / "whole", experts, *constant_router(1))
+    summary = stages.certify_stage(whole, tmp_path / "whole")
+    shared = tmp_path / "shared"
+    outcomes = []
+    for k in range(2):
+        run = shared / f"shard{k}"
+        cfg = dual_cfg(run, experts, *constant_router(1), f"certify.shard={k}", "certify.num_shards=2")
+        outcomes.append(stages.certify_stage(cfg, run))
+    assert outcomes[0] is None  # its sibling had images left: the second shard merges
+    assert summary is not None
+    assert outcomes[1] is not None
+    assert (shared / "certify_shards.json").is_file()
+    strip = lambda rows: [(r.idx, r.predict, r.radius, r.expert, r.router_radius, r.count, r.n) for r in rows]  # noqa: E731
+    assert strip(read_rows(shared / "certify.tsv")) == strip(read_rows(tmp_path / "whole" / "certify.tsv"))
+    merged = json.loads((shared / "metrics.json").read_text())
+    assert (merged["acr"], merged["certified_accuracy"]) == (summary["acr"], summary["certified_accuracy"])
+    assert (merged["shards"], len(merged["cost"]["shards"])) == (2, 2)
+    assert (merged["beta"], merged["sigmas"]) == (summary["beta"], summary["sigmas"])
+
+
+def test_a_dual_runs_cost_is_the_pipelines(tmp_path: Path, experts: list[Path]) -> None:
+    """metrics.json's cost comes from the shared cost code: seconds summed over the rows, every sample counted."""
+    cfg = dual_cfg(tmp_path, experts, *constant_router(1))
+    summary = stages.certify_stage(cfg, tmp_path)
+    assert summary is not None
+    rows = read_rows(tmp_path / "certify.tsv")
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    cost = metrics["cost"]
+    # rounded to 3 decimals by the cost code; each row's time to 4
+    assert cost["certify_seconds"] == pytest.approx(sum(row.time for row in rows), abs=1e-3)
+    n0 = cfg.certify.n0  # (router_n0 is certify.n0 by default)
+    assert cost["samples"] == sum(n0 + (row.router_n or 0) + n0 + row.n for row in rows)  # every row was routed
+    assert (cost["images"], cost["train_seconds"]) == (3, None)
+    # the object the shared cost code computes from the rows (the same arithmetic on the same rows: equal exactly)
+    shared = certification_cost(
+        {STEM: rows}, n0=n0, environment=metrics["environment"], precision="fp32", extra_samples={STEM: n0}
+    )
+    assert cost == shared

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from rsbench.certify.dual import DUAL_RECORD, combine, dual_row, summarize_dual
-from rsbench.certify.records import RecordWriter
+from rsbench.certify.records import CertificationRow, RecordWriter, write_record
 from rsbench.certify.smooth import Certificate
 from rsbench.certify.summary import write_metrics
 from rsbench.leaderboard.entries import run_entries
@@ -36,7 +36,7 @@ def cert(prediction: int, radius: float, sigma: float) -> Certificate:
     return Certificate(prediction, radius, lower, 100, max(prediction, 0), 10, 100, 0.001, sigma, 0.1)
 
 
-def dual_run(folder: Path) -> Path:
+def dual_run(folder: Path, expert_records: list[str] | None = None) -> Path:
     """Four images: two certified (0.3 by the router's radius, 0.5), one wrong, one the router abstained on."""
     routes = [(cert(1, 0.3, 1.0), cert(3, 0.6, 0.5)), (cert(1, 0.9, 1.0), cert(3, 0.5, 0.5))]
     routes += [(cert(1, 0.9, 1.0), cert(5, 0.4, 0.5)), (cert(-1, 0.0, 1.0), None)]
@@ -47,6 +47,7 @@ def dual_run(folder: Path) -> Path:
             writer.append(row)
     extra = {"dataset": "mnist_embedded", "arch": "lenet", "mode": "standard", "n0": 10, "n": 100}
     extra["subset"] = {"start": 0, "skip": 1, "max_images": 4, "test_size": 4, "indices": [0, 1, 2, 3]}
+    extra["expert_records"] = expert_records
     write_metrics(summarize_dual(rows, sigmas=SIGMAS, router_sigma=1.0, cap=1.0, extra=extra), folder / "metrics.json")
     return folder
 
@@ -84,3 +85,46 @@ def test_the_leaderboard_lists_a_dual_run_with_alpha_plus_beta(tmp_path: Path) -
     assert "alpha + beta = 0.001 + 0.002" in entry.label
     assert entry.row is not None
     assert float(pd.Series(entry.row.first.scores).mean()) == pytest.approx(0.2, abs=EXACT)
+
+
+# each expert's own (predict, radius) on the four images (label 3); expert 1's are the routed ones above
+EXPERT_ROWS = ([(3, 0.2), (3, 0.7), (3, 0.1), (2, 0.4)], [(3, 0.6), (3, 0.5), (5, 0.4), (3, 0.3)])
+
+
+def expert_record(folder: Path, k: int) -> str:
+    """Expert k's certify.tsv over the four images (pA_lower certifying each radius at its sigma)."""
+    from statistics import NormalDist
+
+    rows = [
+        CertificationRow(i, 3, p, r, p == 3, 0.1, 100, 100, NormalDist().cdf(r / SIGMAS[k]), SIGMAS[k])
+        for i, (p, r) in enumerate(EXPERT_ROWS[k])
+    ]
+    folder.mkdir(parents=True)
+    write_record(folder / "certify.tsv", rows)
+    return str(folder)
+
+
+def test_the_report_splits_a_dual_run_with_diagnostics_labelled_not_certificates(tmp_path: Path) -> None:
+    """R_sigma binding, the routed expert alone and oracle routing: in the report, each said to be no certificate."""
+    records = [expert_record(tmp_path / f"expert{k}", k) for k in range(2)]
+    run_report(tmp_path, str(dual_run(tmp_path / "dual", records)), "--radii", "0", "0.5")
+    table = pd.read_csv(tmp_path / "report" / "dual.csv")
+    by = {line["numbers"]: line for _, line in table.iterrows()}
+    assert set(by) == {
+        "dual RS (certificates)",
+        "routed expert alone (NOT certificates)",
+        "oracle routing (NOT certificates)",
+    }
+    assert set(table["R_sigma binds"]) == {"1 of 2"}  # image 0: the router's 0.3 under the expert's 0.6
+    # ACR over four images, shown to 3 decimals: dual (0.3 + 0.5) / 4; routed alone (0.6 + 0.5) / 4; oracle, the
+    # best correct radius of each image (0.6, 0.7, 0.1, 0.3) / 4
+    assert [by[k]["ACR"] for k in sorted(by)] == pytest.approx([0.2, 0.425, 0.275], abs=5e-4)
+    assert by["oracle routing (NOT certificates)"]["acc@0.5"] == pytest.approx(50.0, abs=0.05)  # images 0 and 1
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert "Dual RS diagnostics (NOT certificates)" in report
+
+
+def test_without_expert_records_the_report_says_oracle_routing_needs_them(tmp_path: Path) -> None:
+    run_report(tmp_path, str(dual_run(tmp_path / "dual")))
+    numbers = pd.read_csv(tmp_path / "report" / "dual.csv")["numbers"].tolist()
+    assert "oracle routing: needs the run's expert_records" in numbers

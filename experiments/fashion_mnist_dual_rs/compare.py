@@ -12,8 +12,9 @@ which may be fewer, with dual RS on those images beside), and writes ``report/``
 Per radius r, certified accuracy is the fraction of images certified correctly at radius >= r. The envelope at r is
 the best expert at r (chosen after seeing the test images, so an optimistic baseline: the best any single global
 sigma does at that radius). Paired differences (dual minus the other, same images): the difference of the two
-fractions with a 95% paired bootstrap interval over images (10,000 resamples, seed 0) and the exact McNemar p-value
-(two-sided binomial test on the discordant images). ACR is reported beside, with the same paired interval. Two
+fractions with its 95% paired t interval over images and McNemar's exact p-value on the discordant images, both
+from rsbench.report (``rsbench.report.stats.paired_difference`` and ``mcnemar_test``, as its paired tables). ACR is
+reported beside, with the same paired interval. Two
 diagnostic columns, neither a certificate, split the gap to the experts: ``routed_expert_only`` (the routed expert's
 radius without the router's, what the choice of sigma gives) and ``oracle_routing`` (each image sent to the expert
 of its largest radius, what a perfect router would give).
@@ -32,31 +33,23 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
-from scipy.stats import binomtest
 
 from rsbench.certify.dual import dual_rows
 from rsbench.certify.records import read_records, read_rows
-
-RESAMPLES = 10_000
-
-
-def certified(radii: np.ndarray, correct: np.ndarray, r: float) -> np.ndarray:
-    """Per image: certified correctly at radius r or more."""
-    return correct & (radii >= r)
+from rsbench.report.dual import certified_at, oracle_routing, routed_alone, router_binds
+from rsbench.report.stats import mcnemar_test, paired_difference
 
 
-def paired(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> tuple[float, float, float, float]:
-    """(difference of means, 95% bootstrap low, high, McNemar p) for per-image values a, b (0/1 or radii)."""
-    diff = a.astype(float) - b.astype(float)
-    picks = rng.integers(0, len(diff), size=(RESAMPLES, len(diff)))
-    means = diff[picks].mean(axis=1)
-    low, high = np.quantile(means, [0.025, 0.975])
-    if set(np.unique(a)) <= {0, 1} and set(np.unique(b)) <= {0, 1}:
-        up, down = int(((a == 1) & (b == 0)).sum()), int(((a == 0) & (b == 1)).sum())
-        p = binomtest(up, up + down).pvalue if up + down else 1.0
-    else:
-        p = float("nan")
-    return float(diff.mean()), float(low), float(high), float(p)
+def paired(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, float]:
+    """(difference of means, 95% paired t low, high, McNemar p) for per-image values a, b (0/1 or radii).
+
+    The report's statistics: the interval of ``rsbench.report.stats.paired_difference``, McNemar's exact test
+    (``mcnemar_test``) where both are 0/1 (certified or not), nan for radii.
+    """
+    difference = paired_difference(a, b)
+    binary = set(np.unique(a)) <= {0, 1} and set(np.unique(b)) <= {0, 1}
+    p = mcnemar_test(a.astype(bool), b.astype(bool)).p_value if binary else float("nan")
+    return difference.difference, difference.low, difference.high, p
 
 
 def load_expert(folder: Path, indices: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -86,18 +79,18 @@ def main() -> None:
     dual_c = np.array([r.correct for r in dual])
     # the routed expert's own certificate with the router's radius left out: NOT a certificate (nothing protects the
     # choice of sigma), shown to separate what the choice of sigma costs from what the router's certificate costs
-    routed_r = np.array([r.expert_radius for r in dual])
-    routed_c = np.array([r.expert_predict == r.label for r in dual])
-    router_binds = int((dual_c & (np.array([r.router_radius for r in dual]) < routed_r)).sum())
+    labels = np.array([r.label for r in dual])
+    routed = routed_alone(np.array([r.expert_radius for r in dual]), np.array([r.expert_predict for r in dual]), labels)
+    binds = router_binds(dual_c, np.array([r.router_radius for r in dual]), routed[0])
     sigmas = dual_metrics["sigmas"]
     experts = {s: load_expert(runs / args.experts / f"expert_sigma{s}", indices) for s in sigmas}
+    oracle = oracle_routing([experts[s] for s in sigmas])
     ddrs, ddrs_on = {}, {}  # DDRS may certify fewer images: compared on those, dual RS on the same ones beside
     for folder in sorted(runs.glob("ddrs_sigma*")):
         rows = read_records(folder)
         on = [k for k, i in enumerate(indices) if i in rows]
         ddrs[folder.name] = load_expert(folder, [indices[k] for k in on])
         ddrs_on[folder.name] = np.array(on, dtype=int)
-    rng = np.random.default_rng(0)
     ddrs_header = [h for name in ddrs for h in (f"{name} ({len(ddrs_on[name])} images)", "dual_rs (same images)")]
     header = [
         "radius",
@@ -111,27 +104,25 @@ def main() -> None:
     ]
     per_radius, paired_rows = [], []
     for r in args.radii:
-        dual_at = certified(dual_r, dual_c, r)
-        at = {s: certified(*experts[s], r) for s in sigmas}
+        dual_at = certified_at((dual_r, dual_c), r)
+        at = {s: certified_at(experts[s], r) for s in sigmas}
         best = max(sigmas, key=lambda s: at[s].mean())
         per_radius.append(
-            [r, dual_at.mean(), certified(routed_r, routed_c, r).mean(), *[at[s].mean() for s in sigmas]]
-            + [at[best].mean(), best, np.any([at[s] for s in sigmas], axis=0).mean()]
-            + [v for name in ddrs for v in (certified(*ddrs[name], r).mean(), dual_at[ddrs_on[name]].mean())]
+            [r, dual_at.mean(), certified_at(routed, r).mean(), *[at[s].mean() for s in sigmas]]
+            + [at[best].mean(), best, certified_at(oracle, r).mean()]
+            + [v for name in ddrs for v in (certified_at(ddrs[name], r).mean(), dual_at[ddrs_on[name]].mean())]
         )
         for s in sigmas:
-            paired_rows.append([r, f"sigma={s}", *paired(dual_at.astype(int), at[s].astype(int), rng)])
-        paired_rows.append([r, f"envelope (sigma={best})", *paired(dual_at.astype(int), at[best].astype(int), rng)])
+            paired_rows.append([r, f"sigma={s}", *paired(dual_at.astype(int), at[s].astype(int))])
+        paired_rows.append([r, f"envelope (sigma={best})", *paired(dual_at.astype(int), at[best].astype(int))])
         for name in ddrs:
-            own = certified(*ddrs[name], r).astype(int)
-            paired_rows.append([r, f"{name} (NOT sound)", *paired(dual_at[ddrs_on[name]].astype(int), own, rng)])
+            own = certified_at(ddrs[name], r).astype(int)
+            paired_rows.append([r, f"{name} (NOT sound)", *paired(dual_at[ddrs_on[name]].astype(int), own)])
     acr = {"dual_rs": float(np.where(dual_c, dual_r, 0).mean())}
     for s in sigmas:
         radii, correct = experts[s]
         acr[f"sigma{s}"] = float(np.where(correct, radii, 0).mean())
-        paired_rows.append(
-            ["ACR", f"sigma={s}", *paired(np.where(dual_c, dual_r, 0), np.where(correct, radii, 0), rng)]
-        )
+        paired_rows.append(["ACR", f"sigma={s}", *paired(np.where(dual_c, dual_r, 0), np.where(correct, radii, 0))])
     for name, (radii, correct) in ddrs.items():
         acr[f"{name} (NOT sound, {len(radii)} images)"] = float(np.where(correct, radii, 0).mean())
         acr[f"dual_rs on the same {len(radii)} images"] = float(np.where(dual_c, dual_r, 0)[ddrs_on[name]].mean())
@@ -173,7 +164,7 @@ def main() -> None:
         "routed_expert_only: the routed expert's own certificate with the router's radius left out. It is NOT a "
         "certificate (nothing certifies that nearby inputs get the same sigma); it separates what the choice of "
         f"sigma costs from what the router's certificate costs. The router's radius is the smaller one (it binds) "
-        f"on {router_binds} of the {int(dual_c.sum())} images dual RS classifies correctly. oracle_routing: each "
+        f"on {binds} of the {int(dual_c.sum())} images dual RS classifies correctly. oracle_routing: each "
         "image sent to the expert of its largest radius, known after certifying every expert on it (what the "
         "router's labels ask for; certified at r where any expert is): the most a router over these experts can reach.",
     ]
@@ -187,7 +178,7 @@ def main() -> None:
     lines += ["", "## ACR (beside)", "", "| | ACR |", "|---|---|", *[f"| {k} | {v:.4f} |" for k, v in acr.items()]]
     lines += [
         "",
-        "## Paired differences, dual RS minus the other (95% bootstrap interval over images, McNemar p)",
+        "## Paired differences, dual RS minus the other (95% paired t interval over images, McNemar p)",
         "",
         "| radius | against | difference | 95% interval | McNemar p |",
         "|---|---|---|---|---|",
@@ -197,12 +188,14 @@ def main() -> None:
     (out / "report.md").write_text("\n".join(lines) + "\n")
     figure, axes = plt.subplots(figsize=(6.5, 4))
     grid = np.linspace(0, max(args.radii), 200)
-    axes.plot(grid, [certified(dual_r, dual_c, r).mean() for r in grid], lw=2.5, label="dual RS (sound, alpha+beta)")
+    axes.plot(
+        grid, [certified_at((dual_r, dual_c), r).mean() for r in grid], lw=2.5, label="dual RS (sound, alpha+beta)"
+    )
     for s in sigmas:
-        axes.plot(grid, [certified(*experts[s], r).mean() for r in grid], lw=1.2, ls="--", label=f"sigma={s} alone")
+        axes.plot(grid, [certified_at(experts[s], r).mean() for r in grid], lw=1.2, ls="--", label=f"sigma={s} alone")
     for name in ddrs:
         label = f"{name} (NOT sound, {len(ddrs_on[name])} images)"
-        axes.plot(grid, [certified(*ddrs[name], r).mean() for r in grid], lw=1, ls=":", label=label)
+        axes.plot(grid, [certified_at(ddrs[name], r).mean() for r in grid], lw=1, ls=":", label=label)
     axes.set(xlabel="l2 radius", ylabel="certified accuracy", ylim=(0, 1))
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8)

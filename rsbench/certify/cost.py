@@ -8,11 +8,13 @@ The object's schema is fixed for every reader (``rsbench.report``, the leaderboa
 ``certify_seconds`` is the sum of ``certify.tsv``'s ``time`` column over every record of the run (the seconds the
 certifying processes spent on the images, whichever process, resume or shard computed each row), so it is also what
 a reader derives for records written before the object existed. ``samples`` counts the noise samples drawn for the
-certificates: n0 selection and the estimation samples each row drew (its ``n`` column), and for per-input-sigma
-rows the sigma search's draws too. ``train_seconds`` is the training time of the run (the seconds of the epochs it
-trained, summed over resumes: :class:`rsbench.runs.training_clock.TrainingClock`), ``null`` for a run that trained
-nothing. A sharded certification adds ``shards``: the same figures per shard, with each shard's device, since the
-shards of a SLURM array may run on different GPUs.
+certificates: n0 selection and the estimation samples each row drew (its ``n`` column), and for per-input-sigma rows
+the sigma search's draws too; for a dual row (:mod:`rsbench.certify.dual_run`) also the router's selection and
+estimation samples, and the routed expert's only where the router chose one. ``train_seconds`` is the training time
+of the run (the seconds of the epochs it trained, summed over resumes:
+:class:`rsbench.runs.training_clock.TrainingClock`), ``null`` for a run that trained nothing. A sharded
+certification adds ``shards``: the same figures per shard, with each shard's device, since the shards of a SLURM
+array may run on different GPUs.
 """
 
 from __future__ import annotations
@@ -77,6 +79,15 @@ def _figures(
     """Seconds, samples and images of the rows at ``positions`` (in the subset's order) of every record."""
     seconds = sum(rows[p].time for rows in records.values() for p in positions if p < len(rows))
     samples = sum(
-        n0 + rows[p].n + extra.get(stem, 0) for stem, rows in records.items() for p in positions if p < len(rows)
+        _samples(rows[p], n0) + extra.get(stem, 0) for stem, rows in records.items() for p in positions if p < len(rows)
     )
     return {"certify_seconds": round(float(seconds), 3), "samples": int(samples), "images": len(positions)}
+
+
+def _samples(row: CertificationRow, n0: int) -> int:
+    """The noise samples of a row's certificate: n0 selection and its ``n``; a dual row's router estimation too.
+
+    A dual row whose router abstained (``expert`` -1) ran no expert, so it drew no expert selection samples.
+    """
+    selection = 0 if row.expert == -1 else n0
+    return selection + row.n + (row.router_n or 0)

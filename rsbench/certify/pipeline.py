@@ -16,9 +16,11 @@ slice the subset the same way, each into its own record of one shared folder, an
 them (:func:`merge_shards`, also ``python -m rsbench.certify.merge``); the summary is then written from the files
 alone, from what each job stored in ``certify_shards.json`` when it started.
 
-The certificates themselves come from :func:`rsbench.certify.groups.certify_images`, the algorithm's one composition
-of "certify a group of images"; this module is the run around it (settings, records, resume, summary, plot,
-progress, cost).
+The certificates themselves come from the subject's :class:`~rsbench.certify.strategy.Strategy`: a
+:class:`Subject`'s smoothed classifier (:func:`rsbench.certify.groups.certify_images`, the algorithm's one
+composition of "certify a group of images", or the per-input-sigma search), or a router and its experts
+(:class:`rsbench.certify.dual_run.DualSubject`, dual randomized smoothing); this module is the run around it
+(settings, records, resume, shards, summary, plot, progress, cost).
 
 With a data-dependent sigma mode, ``certify.tsv`` and ``metrics.json`` hold certificates at a per-input sigma,
 labelled ``sound = false`` everywhere, and the sound fixed-sigma certificates of the same images go to
@@ -43,8 +45,8 @@ from rsbench.archs.classifier import weights_fingerprint
 from rsbench.certify.cost import certification_cost
 from rsbench.certify.data_dependent import MEMORY_NOTE, UNSOUND_NOTE, certify_data_dependent, memory_replay
 from rsbench.certify.designs import Design
+from rsbench.certify.dual_run import DualSubject, dual_presented
 from rsbench.certify.environment import environment
-from rsbench.certify.grid_noise import GridSmooth
 from rsbench.certify.groups import certify_images
 from rsbench.certify.plot import Curve, plot_certified_accuracy
 from rsbench.certify.progress import progress as progress_counter
@@ -65,17 +67,17 @@ from rsbench.certify.seeding import derive_seed
 from rsbench.certify.settings import RESUMABLE, CertifySettings
 from rsbench.certify.sharding import owner
 from rsbench.certify.smooth import Certificate, Smooth, module_device
+from rsbench.certify.strategy import Presented, RecordPlan, Strategy, recorded_provenance, smooth_for
 from rsbench.certify.subset import indices_digest, require_images
 from rsbench.certify.summary import format_summary, summarize, write_metrics
 from rsbench.errors import DamagedFileError
-from rsbench.files import record_path, write_text_atomically
+from rsbench.files import write_text_atomically
 
 log = logging.getLogger(__name__)
 
 FIXED_STEM = "certify_fixed_sigma"  # the sound certificates beside data-dependent ones
 PER_INPUT_STEM = "certify_data_dependent"  # memory mode: the per-input-sigma certificates before the replay
 SHARDS = "certify_shards.json"  # a sharded certification's summary context, and each shard's environment
-GroupCertifier = Callable[[Smooth, Tensor, list[int]], Iterator[tuple[int, Certificate]]]
 
 
 class IndexedImages(Protocol):
@@ -114,6 +116,10 @@ class Subject:
     hparams: Mapping[str, Any] = field(default_factory=dict)
     certify_defaults: Mapping[str, Any] = field(default_factory=dict)
     noise: str = "gaussian"
+
+    def strategy(self) -> Strategy:
+        """How the pipeline certifies it: its smoothed classifier, at a fixed or a per-input sigma."""
+        return SmoothStrategy(self)
 
 
 @dataclass(frozen=True)
@@ -156,6 +162,7 @@ class Context:
         extra: ``model`` (provenance), ``hparams`` and the run's notes, as recorded in ``metrics.json``.
         environments: the environment of each process that certified (by shard; one entry unless sharded).
         train_seconds: the run's training time (``None``: it trained nothing).
+        dual: a dual run's summary parameters (:meth:`rsbench.certify.dual_run.DualStrategy.dual`), else ``None``.
     """
 
     settings: CertifySettings
@@ -166,6 +173,7 @@ class Context:
     extra: Mapping[str, Any]
     environments: Mapping[int, Mapping[str, Any]]
     train_seconds: float | None = None
+    dual: Mapping[str, Any] | None = None
 
     @property
     def indices(self) -> list[int]:
@@ -183,6 +191,7 @@ class Context:
             "meta": dict(self.meta),
             "extra": dict(self.extra),
             "train_seconds": self.train_seconds,
+            "dual": None if self.dual is None else dict(self.dual),
             "shards": {str(k): dict(v) for k, v in self.environments.items()},
         }
 
@@ -198,6 +207,7 @@ class Context:
             extra=stored["extra"],
             environments={int(k): v for k, v in stored["shards"].items()},
             train_seconds=stored.get("train_seconds"),
+            dual=stored.get("dual"),
         )
 
 
@@ -232,7 +242,7 @@ class Certification:
 
     def run(
         self,
-        subject: Subject,
+        subject: Subject | DualSubject,
         images: IndexedImages,
         *,
         shard: Shard = Shard(),
@@ -242,7 +252,7 @@ class Certification:
         """Certify this process's share of the subset; process 0 then merges the shards and writes the summary.
 
         Args:
-            subject: the classifier and its description.
+            subject: the classifier and its description, or a router and its experts (dual randomized smoothing).
             images: the test set (the subset's indices index it).
             shard: this process's rank and the number of processes (within this job's shard, if sharded).
             barrier: waits for every process (called after the protocol is stored and after the share is done).
@@ -250,49 +260,25 @@ class Certification:
                 certified so far is on disk, so rerunning resumes after it) and writes no summary.
         """
         self.settings = self.settings.with_defaults(subject.certify_defaults)  # what the settings leave to the method
-        settings, protocol, sharding = self.settings, self.settings.protocol, self.settings.sharding
-        sigma = protocol.sigma if protocol.sigma is not None else subject.sigma
-        if sigma != subject.sigma:
-            log.warning("certifying at sigma=%s a model trained at sigma=%s", sigma, subject.sigma)
-        if protocol.noise != subject.noise:
-            log.warning("certifying with %s noise a model trained with %s noise", protocol.noise, subject.noise)
-        if settings.sequential is not None:
-            _warn_unreachable(settings.sequential.make(sigma, protocol), protocol.n)
+        settings, sharding = self.settings, self.settings.sharding
+        strategy: Strategy = subject.strategy()
+        strategy.check(settings)
         subset = settings.subset
         dataset = subject.description.get("dataset")
         split = f"the {dataset} test split" if dataset else "the test split"
         indices = require_images(len(images), subset.start, subset.skip, subset.max_images, split)
-        meta = {
-            **subject.description,
-            "seed": protocol.seed,
-            "model_fingerprint": weights_fingerprint(subject.classifier),
-        }
-        context = self._context(subject, images, indices, sigma, meta)
+        context = self._context(strategy, images, indices)
         if shard.rank == 0:
-            self._store_protocol({**meta, **settings.protocol_record(sigma, len(images))}, context)
+            self._store_protocol(strategy.stored_protocol(settings, len(images)), context)
         barrier()
         first, stride = sharding.slice(shard.rank, shard.world_size)
         kind = "shard" if sharding.sharded else "rank"
         share = indices[first::stride]
         stopped = False
-        with self._prepared(subject.classifier) as classifier:
-            # Gaussian noise on the input grid when asked for (the settings refuse a grid for the other noises)
-            noise = {"noise": protocol.noise} if protocol.noise_grid is None else {"levels": protocol.noise_grid}
-            make = Smooth if protocol.noise_grid is None else GridSmooth
-            smooth = make(
-                classifier,
-                subject.num_classes,
-                sigma,
-                precision=settings.speed.precision,
-                channels_last=settings.speed.channels_last,
-                norm=protocol.norm,
-                **noise,
-            )
-            for stem, certify_group, sound in self._records():
-                record = self.output_dir / shard_record(first, stride, stem, kind)
-                stopped = self._certify_share(
-                    smooth, images, share, record, stem, certify_group, sound, should_stop, sharding.sharded
-                )
+        with strategy.records(settings) as plans:
+            for plan in plans:
+                record = self.output_dir / shard_record(first, stride, plan.stem, kind)
+                stopped = self._certify_share(plan, images, share, record, should_stop, sharding.sharded)
                 if stopped:
                     log.warning("certification stopped on request; rerun into %s to resume", self.output_dir)
                     break
@@ -322,61 +308,32 @@ class Certification:
             write_protocol(self.output_dir, stored)
             _register_shard(self.output_dir, context, sharding.shard)
 
-    def _context(
-        self, subject: Subject, images: IndexedImages, indices: list[int], sigma: float, meta: Mapping[str, Any]
-    ) -> Context:
+    def _context(self, strategy: Strategy, images: IndexedImages, indices: list[int]) -> Context:
         """What the summary says besides the rows (see :class:`Context`)."""
-        extra: dict[str, Any] = {}
-        if subject.provenance:
-            extra["model"] = recorded_provenance(subject.provenance, self.output_dir)
-        if subject.hparams:
-            extra["hparams"] = dict(subject.hparams)
-        extra.update(self.notes)
-        here = environment(module_device(subject.classifier) or torch.device("cpu"))
+        settings = self.settings
+        extra = {**strategy.extra(settings, self.output_dir), **self.notes}
         return Context(
-            settings=self.settings,
-            sigma=sigma,
+            settings=settings,
+            sigma=strategy.sigma(settings),
             test_size=len(images),
             dim=images[indices[0]][0].numel() if indices else 0,
-            meta=meta,
+            meta=strategy.meta(settings),
             extra=extra,
-            environments={self.settings.sharding.shard: here},
+            environments={settings.sharding.shard: environment(strategy.device())},
             train_seconds=self.train_seconds,
+            dual=strategy.dual(settings, self.output_dir),
         )
-
-    def _records(self) -> list[tuple[str, GroupCertifier, bool]]:
-        """The records this run writes: (file stem, how a group of images is certified, whether it is sound)."""
-        sigma_mode = self.settings.sigma_mode
-        if sigma_mode == "fixed":
-            return [(STEM, self._certify_group, True)]
-        per_input = STEM if sigma_mode == "data_dependent" else PER_INPUT_STEM
-        return [(FIXED_STEM, self._certify_group, True), (per_input, self._certify_group_per_input_sigma, False)]
-
-    @contextlib.contextmanager
-    def _prepared(self, net: nn.Module) -> Iterator[nn.Module]:
-        """The network as certified (channels-last and/or compiled when asked), restored afterwards."""
-        speed = self.settings.speed
-        if speed.channels_last:
-            net.to(memory_format=torch.channels_last)
-        try:
-            yield torch.compile(net) if speed.compile else net  # type: ignore[misc]
-        finally:
-            if speed.channels_last:
-                net.to(memory_format=torch.contiguous_format)
 
     def _certify_share(
         self,
-        smooth: Smooth,
+        plan: RecordPlan,
         images: IndexedImages,
         share: list[int],
         record: Path,
-        stem: str,
-        certify_group: GroupCertifier,
-        sound: bool,
         should_stop: Callable[[], bool] | None,
         exclusive: bool = False,
     ) -> bool:
-        """Certify the images of ``share`` not yet in record ``stem``, appending each row to ``record`` when done.
+        """Certify the images of ``share`` not yet in record ``plan.stem``, appending each row to ``record`` when done.
 
         Images are taken ``images_per_batch`` at a time: their selection samples are drawn together (filling whole
         batches), then each image's estimation samples (several images together only when n < batch_size), and
@@ -385,24 +342,21 @@ class Certification:
         Returns:
             Whether ``should_stop`` stopped it (after the row of the image in flight was written).
         """
+        stem = plan.stem
         done = set(read_records(record.parent, stem)).intersection(share) if record.parent.exists() else set()
         todo = [i for i in share if i not in done]
         if done:
             log.info("resuming certification: %d of %d images already certified", len(done), len(share))
-        protocol, speed = self.settings.protocol, self.settings.speed
-        together = speed.images_together(protocol)
-        seed = protocol.seed
+        together = self.settings.speed.images_together(self.settings.protocol)
         progress = progress_counter(len(share), f"certifying ({stem})", "images", initial=len(done))
-        columns = record_columns(not protocol.threat.is_default)
         try:
-            with RecordWriter(record, columns, exclusive=exclusive) as writer:
+            with RecordWriter(record, plan.columns, exclusive=exclusive) as writer:
                 for first in range(0, len(todo), together):
                     group = todo[first : first + together]
                     items = [images[i] for i in group]
                     xs = torch.stack([item[0] for item in items])
-                    labels = [int(item[1]) for item in items]
-                    for position, cert in certify_group(smooth, xs, [derive_seed(seed, i) for i in group]):
-                        writer.append(_row(group[position], labels[position], cert, sound))
+                    for _, row in plan.certify(xs, group, [int(item[1]) for item in items]):
+                        writer.append(row)
                         progress.update(1)
                         if should_stop is not None and should_stop():
                             return True
@@ -410,63 +364,135 @@ class Certification:
             progress.close()
         return False
 
-    def _certify_group(self, smooth: Smooth, xs: Tensor, seeds: list[int]) -> Iterator[tuple[int, Certificate]]:
-        """Yield (position in the group, certificate) as each image of the group is certified."""
-        protocol, schedule = self.settings.protocol, self.settings.sequential
-        design = schedule.make(smooth.sigma, protocol) if schedule is not None else None
-        return certify_images(
-            smooth,
-            xs,
-            seeds,
-            n0=protocol.n0,
-            n=protocol.n,
-            alpha=protocol.alpha,
-            batch_size=self.settings.speed.batch_size,
-            design=design,
-        )
 
-    def _certify_group_per_input_sigma(
-        self, smooth: Smooth, xs: Tensor, seeds: list[int]
-    ) -> Iterator[tuple[int, Certificate]]:
-        """Yield (position, certificate at the image's own optimised sigma) for each image of the group."""
-        assert self.settings.data_dependent is not None
-        protocol, batch_size = self.settings.protocol, self.settings.speed.batch_size
-        for position, (x, seed) in enumerate(zip(xs, seeds, strict=True)):
-            (cert,) = certify_data_dependent(
-                smooth,
-                x.unsqueeze(0),
-                protocol.n0,
-                protocol.n,
-                protocol.alpha,
-                batch_size,
-                self.settings.data_dependent.search,
-                seeds=[seed],
-            )
-            yield position, cert
+@dataclass(frozen=True)
+class SmoothStrategy:
+    """The :class:`~rsbench.certify.strategy.Strategy` of a :class:`Subject`: its smoothed classifier.
 
-
-PROVENANCE_PATHS = frozenset({"path", "weights", "file"})
-"""The keys of a model's provenance that name a file or folder (``model.path``, ``members[i].path``, ...)."""
-
-
-def recorded_provenance(provenance: Mapping[str, Any], folder: Path) -> dict[str, Any]:
-    """``provenance`` as ``metrics.json["model"]`` records it: each file named by :func:`rsbench.files.record_path`.
-
-    Relative to the run folder ``folder`` when the file lies in it, else to the working directory, else absolute;
-    nested records (ensemble members, a denoiser's classifier) alike. A checkpoint's ``signature`` is copied as the
-    checkpoint stores it.
+    At a fixed sigma one record; under a per-input sigma mode the sound fixed-sigma record, then the per-input one.
     """
-    recorded: dict[str, Any] = {}
-    for key, value in provenance.items():
-        if key in PROVENANCE_PATHS and isinstance(value, str):
-            recorded[key] = record_path(value, folder)
-        elif key == "signature" or not isinstance(value, Mapping | list):
-            recorded[key] = value
-        elif isinstance(value, Mapping):
-            recorded[key] = recorded_provenance(value, folder)
-        else:
-            recorded[key] = [recorded_provenance(v, folder) if isinstance(v, Mapping) else v for v in value]
-    return recorded
+
+    subject: Subject
+
+    def sigma(self, settings: CertifySettings) -> float:
+        """``certify.sigma``, else the subject's training sigma."""
+        return settings.protocol.sigma if settings.protocol.sigma is not None else self.subject.sigma
+
+    def check(self, settings: CertifySettings) -> None:
+        """Warn about a sigma or noise other than the training's, and a radius cap the design cannot reach."""
+        protocol, sigma = settings.protocol, self.sigma(settings)
+        if sigma != self.subject.sigma:
+            log.warning("certifying at sigma=%s a model trained at sigma=%s", sigma, self.subject.sigma)
+        if protocol.noise != self.subject.noise:
+            log.warning("certifying with %s noise a model trained with %s noise", protocol.noise, self.subject.noise)
+        if settings.sequential is not None:
+            _warn_unreachable(settings.sequential.make(sigma, protocol), protocol.n)
+
+    def meta(self, settings: CertifySettings) -> dict[str, Any]:
+        """The subject's description, the certification seed and the weights' fingerprint."""
+        return {
+            **self.subject.description,
+            "seed": settings.protocol.seed,
+            "model_fingerprint": weights_fingerprint(self.subject.classifier),
+        }
+
+    def stored_protocol(self, settings: CertifySettings, test_size: int) -> dict[str, Any]:
+        """:meth:`meta` and :meth:`CertifySettings.protocol_record`."""
+        return {**self.meta(settings), **settings.protocol_record(self.sigma(settings), test_size)}
+
+    def extra(self, settings: CertifySettings, output_dir: Path) -> dict[str, Any]:
+        """``model`` (the provenance) and ``hparams``, when the subject has them."""
+        extra: dict[str, Any] = {}
+        if self.subject.provenance:
+            extra["model"] = recorded_provenance(self.subject.provenance, output_dir)
+        if self.subject.hparams:
+            extra["hparams"] = dict(self.subject.hparams)
+        return extra
+
+    def dual(self, settings: CertifySettings, output_dir: Path) -> None:
+        """A single model: no dual summary."""
+        return None
+
+    def device(self) -> torch.device:
+        """The classifier's device."""
+        return module_device(self.subject.classifier) or torch.device("cpu")
+
+    @contextlib.contextmanager
+    def records(self, settings: CertifySettings) -> Iterator[list[RecordPlan]]:
+        """The records of :func:`records_of`, certified by the network as certified.
+
+        Channels-last and/or compiled when asked, restored afterwards.
+        """
+        speed, protocol = settings.speed, settings.protocol
+        net = self.subject.classifier
+        if speed.channels_last:
+            net.to(memory_format=torch.channels_last)
+        try:
+            classifier = torch.compile(net) if speed.compile else net
+            smooth = smooth_for(classifier, self.subject.num_classes, self.sigma(settings), settings)  # type: ignore[arg-type]
+            columns = record_columns(not protocol.threat.is_default)
+            plans = []
+            for stem in records_of(settings):
+                unsound = settings.sigma_mode != "fixed" and stem != FIXED_STEM
+                certify_group = _per_input if unsound else _certify_group
+                plans.append(RecordPlan(stem, columns, _rows(certify_group, smooth, settings, unsound)))
+            yield plans
+        finally:
+            if speed.channels_last:
+                net.to(memory_format=torch.contiguous_format)
+
+
+GroupCertifier = Callable[[Smooth, Tensor, list[int], CertifySettings], Iterator[tuple[int, Certificate]]]
+
+
+def _rows(certify_group: GroupCertifier, smooth: Smooth, settings: CertifySettings, unsound: bool) -> Any:
+    """The :data:`~rsbench.certify.strategy.RowCertifier` of ``certify_group`` on ``smooth``."""
+    seed = settings.protocol.seed
+
+    def certify(xs: Tensor, group: list[int], labels: list[int]) -> Iterator[tuple[int, CertificationRow]]:
+        seeds = [derive_seed(seed, i) for i in group]
+        for position, cert in certify_group(smooth, xs, seeds, settings):
+            yield position, _row(group[position], labels[position], cert, not unsound)
+
+    return certify
+
+
+def _certify_group(
+    smooth: Smooth, xs: Tensor, seeds: list[int], settings: CertifySettings
+) -> Iterator[tuple[int, Certificate]]:
+    """Yield (position in the group, certificate) as each image of the group is certified."""
+    protocol, schedule = settings.protocol, settings.sequential
+    design = schedule.make(smooth.sigma, protocol) if schedule is not None else None
+    return certify_images(
+        smooth,
+        xs,
+        seeds,
+        n0=protocol.n0,
+        n=protocol.n,
+        alpha=protocol.alpha,
+        batch_size=settings.speed.batch_size,
+        design=design,
+    )
+
+
+def _per_input(
+    smooth: Smooth, xs: Tensor, seeds: list[int], settings: CertifySettings
+) -> Iterator[tuple[int, Certificate]]:
+    """Yield (position, certificate at the image's own optimised sigma) for each image of the group."""
+    assert settings.data_dependent is not None
+    protocol, batch_size = settings.protocol, settings.speed.batch_size
+    for position, (x, seed) in enumerate(zip(xs, seeds, strict=True)):
+        (cert,) = certify_data_dependent(
+            smooth,
+            x.unsqueeze(0),
+            protocol.n0,
+            protocol.n,
+            protocol.alpha,
+            batch_size,
+            settings.data_dependent.search,
+            seeds=[seed],
+        )
+        yield position, cert
 
 
 def records_of(settings: CertifySettings) -> list[str]:
@@ -540,6 +566,7 @@ def _summarize_run(directory: Path, context: Context, images: IndexedImages | No
     """Merge every record's shards, write ``metrics.json`` and the plot; return the rows and the summary."""
     settings, sigma, meta, indices = context.settings, context.sigma, context.meta, context.indices
     rows = {stem: _collect(directory, stem, indices) for stem in records_of(settings)}
+    report = None
     if settings.sigma_mode == "memory":
         assert images is not None, "memory mode is summarised where its images are (never sharded)"
         stacked = torch.stack([images[i][0] for i in indices])
@@ -554,13 +581,15 @@ def _summarize_run(directory: Path, context: Context, images: IndexedImages | No
         "environment": dict(context.environments[first]),
     }
     extra.update(context.extra)
-    dim = context.dim
-    extra.update(settings.protocol.threat.record(sigma, dim, settings.protocol.radius_step))
+    if context.dual is None:  # (a dual run certifies Gaussian l2 only; its summary says alpha + beta instead)
+        extra.update(settings.protocol.threat.record(sigma, context.dim, settings.protocol.radius_step))
     if settings.sharding.sharded:
         extra["shards"] = settings.sharding.num_shards
     certified = {stem: rows[stem] for stem in records_of(settings)}  # (memory mode's replay draws no sample)
     search = settings.data_dependent.search if settings.data_dependent is not None else None
     per_input_samples = search.iterations * (search.samples or 0) if search is not None else 0
+    if context.dual is not None:
+        per_input_samples = int(context.dual["router_n0"])  # (the router's selection; its n is each row's router_n)
     extra["cost"] = certification_cost(
         certified,
         n0=settings.protocol.n0,
@@ -570,6 +599,26 @@ def _summarize_run(directory: Path, context: Context, images: IndexedImages | No
         extra_samples={stem: per_input_samples for stem in certified if stem != FIXED_STEM},
         shards=context.environments if settings.sharding.sharded else None,
     )
+    if context.dual is not None:
+        presented = dual_presented(settings, context.dual, rows[STEM], indices, extra)
+    else:
+        presented = _presented(settings, rows, sigma, extra, context.dim, report)
+    write_metrics(presented.summary, directory / "metrics.json")
+    plot = directory / "certified_accuracy.png"
+    plot_certified_accuracy(presented.curves, presented.summary["radius_cap"], plot, presented.title, presented.note)
+    log.info("certification results (%s):\n%s", directory, presented.text)
+    return Outcome(summary=presented.summary, rows=rows)
+
+
+def _presented(
+    settings: CertifySettings,
+    rows: Mapping[str, list[CertificationRow]],
+    sigma: float,
+    extra: dict[str, Any],
+    dim: int,
+    report: Any = None,
+) -> Presented:
+    """A single model's ``metrics.json``, plot and result text (beside the sound record under a per-input sigma)."""
     summary = _summarize(settings, rows[STEM], sigma, extra, dim)
     curves = [Curve(f"{settings.sigma_mode} sigma", [r.radius for r in rows[STEM]], [r.correct for r in rows[STEM]])]
     if settings.sigma_mode != "fixed":
@@ -590,15 +639,12 @@ def _summarize_run(directory: Path, context: Context, images: IndexedImages | No
             Curve(f"{settings.sigma_mode} sigma (NOT sound)", curves[0].radii, curves[0].correct, dashed=True),
         ]
         log.warning("%s certificates are not sound guarantees: %s", settings.sigma_mode, summary["soundness"])
-    write_metrics(summary, directory / "metrics.json")
-    title = f"{meta.get('method')} on {meta.get('dataset')} ({meta.get('arch')}), sigma={sigma}"
+    title = f"{extra.get('method')} on {extra.get('dataset')} ({extra.get('arch')}), sigma={sigma}"
     if "norm" in summary:
         title += f", {settings.protocol.threat.describe()}"
     p = settings.protocol
-    note = f"{len(indices)} images, n0={p.n0}, n={p.n}, alpha={p.alpha}, {settings.mode} CERTIFY"
-    plot_certified_accuracy(curves, summary["radius_cap"], directory / "certified_accuracy.png", title, note)
-    log.info("certification results (%s):\n%s", directory, format_summary(summary))
-    return Outcome(summary=summary, rows=rows)
+    note = f"{len(rows[STEM])} images, n0={p.n0}, n={p.n}, alpha={p.alpha}, {settings.mode} CERTIFY"
+    return Presented(summary, curves, title, note, format_summary(summary))
 
 
 def _collect(directory: Path, stem: str, indices: list[int]) -> list[CertificationRow]:

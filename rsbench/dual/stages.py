@@ -18,7 +18,10 @@
   ``certify_protocol.json``, ``metrics.json`` (with alpha, beta and their sum) and the plot. ``expert_records``
   reuses each expert's own certification of the same images (same seed and protocol, checked against its
   ``certify_protocol.json`` and the expert's weights; a sound Gaussian l2 certificate,
-  :mod:`rsbench.certify.dual_checks`): then only the router runs.
+  :mod:`rsbench.certify.dual_checks`): then only the router runs. The stage builds the
+  :class:`~rsbench.certify.dual_run.DualSubject` and certifies it with the one pipeline
+  (:class:`rsbench.certify.pipeline.Certification`): resume, shards (``certify.shard`` / ``num_shards``, merged by
+  the last), progress, cost, summary and plot are the pipeline's.
 """
 
 from __future__ import annotations
@@ -36,39 +39,23 @@ from typing import Any
 import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
-from torch import Tensor
 
 from rsbench.archs.classifier import weights_fingerprint
-from rsbench.certify.caps import fixed_n_cap
-from rsbench.certify.dual import (
-    DUAL_RECORD,
-    RECORD,
-    Certifier,
-    DualSmooth,
-    dual_row,
-    dual_rows,
-    fixed_n,
-    format_dual_summary,
-    router_labels,
-    summarize_dual,
-)
+from rsbench.certify.dual import router_labels
 from rsbench.certify.dual_checks import check_dual_threat, expert_record_problems, refuse_expert_record, unsound_rows
-from rsbench.certify.environment import environment
-from rsbench.certify.grid_noise import GridSmooth
-from rsbench.certify.pipeline import recorded_provenance
-from rsbench.certify.plot import Curve, plot_certified_accuracy
+from rsbench.certify.dual_run import DualSubject, smoothed
+from rsbench.certify.pipeline import Certification, Subject
 from rsbench.certify.progress import progress
-from rsbench.certify.records import PROTOCOL, RecordWriter, check_protocol, read_records, read_rows, write_protocol
+from rsbench.certify.records import PROTOCOL, read_records
 from rsbench.certify.seeding import derive_seed
-from rsbench.certify.sequential import certify_group
 from rsbench.certify.settings import CertifySettings
 from rsbench.certify.smooth import Certificate, Smooth
 from rsbench.certify.subset import indices_digest, require_images
-from rsbench.certify.summary import write_metrics
 from rsbench.errors import ConfigError
-from rsbench.files import record_path, save_atomically
+from rsbench.files import save_atomically
 from rsbench.methods.router_loss import LABELS_VERSION
 from rsbench.models import router as routers
+from rsbench.runs.run import certification_dir
 from rsbench.stop import raise_if_stop_requested, stop_requested
 
 log = logging.getLogger(__name__)
@@ -95,20 +82,8 @@ def build_experts(cfg: DictConfig, datamodule: Any) -> list[Any]:
 def smooth_of(
     classifier: torch.nn.Module, classes: int, sigma: float, settings: CertifySettings, device: torch.device
 ) -> Smooth:
-    """The smoothed ``classifier`` at ``sigma`` with the settings' precision, memory format and grid noise.
-
-    On ``device``. ``certify.noise_grid`` draws the Gaussian noise on the input grid
-    (:class:`~rsbench.certify.grid_noise.GridSmooth`) for the router and every expert alike; other threat models are
-    refused (:func:`rsbench.certify.dual_checks.check_dual_threat`).
-    """
-    classifier = classifier.to(device).eval()
-    if settings.speed.channels_last:
-        classifier.to(memory_format=torch.channels_last)
-    precision, channels_last = settings.speed.precision, settings.speed.channels_last
-    levels = settings.protocol.noise_grid
-    if levels is not None:
-        return GridSmooth(classifier, classes, sigma, levels=levels, precision=precision, channels_last=channels_last)
-    return Smooth(classifier, classes, sigma, precision=precision, channels_last=channels_last)
+    """The smoothed ``classifier`` on ``device`` at ``sigma`` (:func:`rsbench.certify.dual_run.smoothed`)."""
+    return smoothed(classifier.to(device), classes, sigma, settings)
 
 
 def training_images(datamodule: Any) -> Any:
@@ -330,27 +305,6 @@ def _train(run_dir: Path, overrides: Sequence[str]) -> None:
 # ------------------------------------------------------------------------------------------- certify
 
 
-def certifier_for(settings: CertifySettings, n0: int, n: int) -> Certifier:
-    """Fixed-n CERTIFY with (n0, n), or the sequential design of ``certify.*`` up to n samples."""
-    batch_size = settings.speed.batch_size
-    if settings.sequential is None:
-        return fixed_n(n0, n, batch_size)
-    schedule = settings.sequential
-
-    def certify(smooth: Smooth, xs: Tensor, seeds: list[int], alpha: float) -> list[Certificate]:
-        protocol = replace(settings.protocol, n0=n0, n=n, alpha=alpha)
-        return certify_group(smooth, xs, n0, batch_size, schedule.make(smooth.sigma, protocol), seeds=seeds)
-
-    return certify
-
-
-def cap_for(settings: CertifySettings, sigma: float, n0: int, n: int, alpha: float) -> float:
-    """The largest radius reported at ``sigma`` with (n0, n, alpha): fixed-n's cap, or the sequential design's."""
-    if settings.sequential is None:
-        return fixed_n_cap(sigma, n, alpha)
-    return settings.sequential.cap(sigma, replace(settings.protocol, n0=n0, n=n, alpha=alpha))
-
-
 def expert_record_reader(
     folders: Sequence[str], experts: Sequence[Any], settings: CertifySettings, indices: Sequence[int], dataset: str
 ) -> Callable[[int], dict[int, Certificate]]:
@@ -421,177 +375,52 @@ def expert_record_reader(
 def certify_stage(
     cfg: DictConfig, output_dir: Path, on_ready: Callable[[], None] | None = None
 ) -> dict[str, Any] | None:
-    """Dual CERTIFY of the test subset (see the module docstring); returns the summary (``None`` if stopped).
+    """Dual CERTIFY of the test subset through the one pipeline (see the module docstring).
 
-    ``on_ready`` is called once every check has passed (models, subset, expert records, the stored protocol), before
-    the first file is written.
+    Returns the summary, ``None`` if stopped (or a shard whose siblings are still certifying). ``on_ready`` is
+    called once the models are built and the expert records checked, before the first file is written.
     """
     check_dual_threat(cfg.certify)
     settings = CertifySettings.from_config(cfg.certify)
-    if settings.sigma_mode != "fixed":
-        raise ConfigError(
-            "stage=certify: dual smoothing certifies each expert at its own sigma (certify.sigma_mode=fixed)"
-        )
-    protocol = settings.protocol
-    beta = float(cfg.beta)
-    router_n0, router_n = int(cfg.router_n0), int(cfg.router_n)
     datamodule = instantiate(cfg.dataset)
     datamodule.prepare_data()
     datamodule.setup("test")
+    subject = dual_subject(cfg, datamodule, settings)
+    if on_ready is not None:
+        on_ready()
+    folder = certification_dir(cfg) if settings.sharding.sharded else output_dir  # (shards share one folder)
+    certification = Certification(settings, folder)
+    outcome = certification.run(subject, datamodule.test_dataset, should_stop=lambda: stop_requested() is not None)
+    return outcome.summary
+
+
+def dual_subject(cfg: DictConfig, datamodule: Any, settings: CertifySettings) -> DualSubject:
+    """The router and experts of ``cfg`` on ``cfg.device``, their reused records checked (every one, up front)."""
     experts = build_experts(cfg, datamodule)
-    router: routers.Router = instantiate(cfg.router)
+    built: routers.Router = instantiate(cfg.router)
     sigmas = [float(e.sigma) for e in experts]
-    if len(router.sigmas) != len(sigmas) or any(abs(a - b) > 1e-9 for a, b in zip(router.sigmas, sigmas, strict=False)):
-        raise ConfigError(f"the router routes to sigmas {list(router.sigmas)}, the experts are at {sigmas}")
+    if len(built.sigmas) != len(sigmas) or any(abs(a - b) > 1e-9 for a, b in zip(built.sigmas, sigmas, strict=False)):
+        raise ConfigError(f"the router routes to sigmas {list(built.sigmas)}, the experts are at {sigmas}")
     device = device_of(cfg)
+    router = Subject(built.classifier.to(device), built.num_choices, built.sigma, built.description, built.provenance)
+    experts = [replace(e, classifier=e.classifier.to(device)) for e in experts]
     test = datamodule.test_dataset
-    indices = require_images(
-        len(test), settings.subset.start, settings.subset.skip, settings.subset.max_images, "the test split"
-    )
-    reuse = list(cfg.expert_records or [])
+    subset = settings.subset
+    indices = require_images(len(test), subset.start, subset.skip, subset.max_images, "the test split")
+    reuse = [str(folder) for folder in cfg.expert_records or []]
     if reuse and len(reuse) != len(experts):
         raise ConfigError(f"expert_records: give one folder per expert ({len(experts)}), got {len(reuse)}")
-    fingerprints = [weights_fingerprint(e.classifier) for e in experts]
-    record = {
-        "kind": "dual_rs",
-        "dataset": datamodule.name,
-        "seed": protocol.seed,
-        "n0": protocol.n0,
-        "n": protocol.n,
-        "alpha": protocol.alpha,
-        "beta": beta,
-        "failure_probability": protocol.alpha + beta,
-        "router_n0": router_n0,
-        "router_n": router_n,
-        "mode": settings.mode,
-        **({"design": settings.sequential.design} if settings.sequential is not None else {}),
-        "sigmas": sigmas,
-        "router_sigma": router.sigma,
-        "router_fingerprint": weights_fingerprint(router.classifier),
-        "expert_fingerprints": fingerprints,
-        "start": settings.subset.start,
-        "skip": settings.subset.skip,
-        "max_images": settings.subset.max_images,
-        "test_size": len(test),
-        "precision": settings.speed.precision,
-        "channels_last": settings.speed.channels_last,
-        **({"noise_grid": protocol.noise_grid} if protocol.noise_grid is not None else {}),
-    }
     read_expert = expert_record_reader(reuse, experts, settings, indices, datamodule.name) if reuse else None
     if read_expert is not None:
         for k in range(len(experts)):
             read_expert(k)  # checks every record before the first row is written
-    check_protocol(output_dir, record, ("max_images",))
-    if on_ready is not None:
-        on_ready()
-    write_protocol(output_dir, record)
-    router_smooth = smooth_of(router.classifier, router.num_choices, router.sigma, settings, device)
-    expert_smooths = [smooth_of(e.classifier, e.num_classes, e.sigma, settings, device) for e in experts]
-    dual = DualSmooth(
-        router_smooth,
-        expert_smooths,
-        certifier_for(settings, router_n0, router_n),
-        certifier_for(settings, protocol.n0, protocol.n),
+    return DualSubject(
+        router,
+        experts,
+        beta=float(cfg.beta),
+        router_n0=int(cfg.router_n0),
+        router_n=int(cfg.router_n),
+        description={"dataset": datamodule.name},
+        expert_records=reuse,
+        reused=read_expert,
     )
-    path = output_dir / RECORD
-    done = {row.idx for row in dual_rows(read_rows(path), path)} if path.exists() else set()
-    todo = [i for i in indices if i not in done]
-    together = settings.speed.images_together(protocol)
-    counter = progress(len(indices), "dual certification", "images", len(indices) - len(todo))
-    with RecordWriter(path, DUAL_RECORD) as writer:
-        for first in range(0, len(todo), together):
-            group = todo[first : first + together]
-            items = [test[i] for i in group]
-            xs = torch.stack([item[0] for item in items])
-            seeds = [derive_seed(protocol.seed, i) for i in group]
-            given = None if read_expert is None else _reuse(read_expert, group)
-            certificates = dual.certify_batch(xs, seeds, protocol.alpha, beta, expert_certificates=given)
-            for idx, item, cert in zip(group, items, certificates, strict=True):
-                writer.append(dual_row(idx, int(item[1]), cert))
-                counter.update(1)
-            if stop_requested() is not None:
-                counter.close()
-                log.warning("dual certification stopped on request; rerun into %s to resume", output_dir)
-                return None
-    counter.close()
-    rows_by_idx = {row.idx: row for row in dual_rows(read_rows(path), path)}
-    rows = [rows_by_idx[i] for i in indices]
-    router_cap = cap_for(settings, router.sigma, router_n0, router_n, beta)
-    expert_cap = max(cap_for(settings, s, protocol.n0, protocol.n, protocol.alpha) for s in sigmas)
-    cap = min(router_cap, expert_cap)
-    seconds = float(sum(row.time for row in rows))
-    samples = int(
-        sum((row.router_n or 0) + row.n + router_n0 + (protocol.n0 if (row.expert or 0) >= 0 else 0) for row in rows)
-    )
-    env = environment(device)
-    extra = {
-        "dataset": datamodule.name,
-        "arch": router.description.get("arch"),
-        "seed": protocol.seed,
-        "n0": protocol.n0,
-        "n": protocol.n,
-        "router_n0": router_n0,
-        "router_n": router_n,
-        "mode": settings.mode,
-        **({"design": settings.sequential.design} if settings.sequential is not None else {}),
-        "router": {
-            **dict(router.description),
-            "provenance": recorded_provenance(router.provenance, output_dir),
-            "sigma": router.sigma,
-        },
-        "experts": [recorded_provenance(e.provenance, output_dir) for e in experts],
-        "expert_records": [record_path(folder, output_dir) for folder in reuse] if reuse else None,
-        **({"noise_grid": protocol.noise_grid} if protocol.noise_grid is not None else {}),
-        "radius_caps": {
-            "router": router_cap,
-            "experts": {repr(s): cap_for(settings, s, protocol.n0, protocol.n, protocol.alpha) for s in sigmas},
-        },
-        "subset": {
-            "start": settings.subset.start,
-            "skip": settings.subset.skip,
-            "max_images": settings.subset.max_images,
-            "test_size": len(test),
-            "digest": indices_digest(indices),
-            "indices": indices,
-        },
-        "environment": env,
-        "cost": {
-            "device": device.type,
-            "device_name": env["device_name"],
-            "torch": env["torch"],
-            "precision": settings.speed.precision,
-            "threads": env["threads"],
-            "train_seconds": None,
-            "certify_seconds": seconds,
-            "samples": samples,
-            "images": len(rows),
-            "note": "expert rows reused from expert_records keep the time of their own certification" if reuse else "",
-        },
-    }
-    summary = summarize_dual(
-        rows, sigmas=sigmas, router_sigma=router.sigma, cap=cap, radius_step=protocol.radius_step, extra=extra
-    )
-    write_metrics(summary, output_dir / "metrics.json")
-    curves = [Curve("dual RS", [r.radius for r in rows], [r.correct for r in rows])]
-    for k, folder in enumerate(reuse):
-        expert_rows = read_records(Path(folder))
-        curves.append(
-            Curve(
-                f"sigma={sigmas[k]} alone",
-                [expert_rows[i].radius for i in indices],
-                [expert_rows[i].predict == expert_rows[i].label for i in indices],
-                dashed=True,
-            )
-        )
-    title = f"dual RS on {datamodule.name}: router at sigma={router.sigma}, experts at {sigmas}"
-    note = f"{len(rows)} images, alpha={protocol.alpha} + beta={beta}, {settings.mode} CERTIFY"
-    plot_certified_accuracy(curves, cap, output_dir / "certified_accuracy.png", title, note)
-    log.info("%s\nchosen sigmas %s", format_dual_summary(summary), summary["chosen_sigma"])
-    return summary
-
-
-def _reuse(
-    read: Callable[[int], dict[int, Certificate]], group: list[int]
-) -> Callable[[int, list[int]], list[Certificate]]:
-    """The expert certificates of ``group``'s images at ``positions``, read from the experts' own records."""
-    return lambda k, positions: [read(k)[group[p]] for p in positions]

@@ -1,8 +1,9 @@
 """Assemble the report's sections and notes.
 
 The results table, the paired comparison with a baseline, the envelope over sigma, the attack's empirical accuracy
-beside certified accuracy, the published numbers beside rsbench's, each row against the authors' released per-image
-run of it, and notes on anything a reader must know (unsound rows, rounded radii).
+beside certified accuracy, a dual randomized-smoothing run's diagnostics (not certificates), the published numbers
+beside rsbench's, each row against the authors' released per-image run of it, and notes on anything a reader must
+know (unsound rows, rounded radii).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pandas as pd
 
 from rsbench.report.against_released import compare_released
 from rsbench.report.attack import attack_section
+from rsbench.report.dual import dual_section
 from rsbench.report.paired import baseline_rows, paired_table
 from rsbench.report.published import compare_published, load_published
 from rsbench.report.render import Section
@@ -45,6 +47,9 @@ def build_sections(
     attacked = attack_section(rows, keys, options)
     if attacked is not None:
         sections.append(attacked)
+    diagnostics = dual_section(rows, options)
+    if diagnostics is not None:
+        sections.append(diagnostics)
     if published:
         comparison = compare_published(rows, numbers, load_published(), options, published_source)
         if comparison is not None:

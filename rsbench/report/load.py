@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -86,6 +86,8 @@ class Result:
         beta: a dual randomized-smoothing run's router failure probability (its certificates hold at alpha + beta;
             ``protocol["beta"]`` too), None for every other result. A dual result's ``sigma`` is its largest
             expert's.
+        expert_records: a dual run's experts' own certifications it reused (``metrics.json["expert_records"]``,
+            found beside the run or from the working directory), empty when it has none or one is not found.
     """
 
     source: Path
@@ -114,6 +116,7 @@ class Result:
     attack_records: pd.DataFrame | None = field(default=None, repr=False)
     cost: Cost | None = None
     beta: float | None = None
+    expert_records: tuple[Path, ...] = ()
 
     @property
     def label(self) -> str:
@@ -283,7 +286,20 @@ def _dual_result(
     samples = sum(samples.values()) if isinstance(samples, Mapping) else samples
     summary = {**metrics, "sigma": max(float(s) for s in sigmas), "mean_samples": samples}
     result = _run_result(run, "certify", summary, metrics, hydra, variant, rows)
-    return replace(result, beta=float(beta), protocol={**result.protocol, "beta": float(beta)})
+    reused = _found(run, metrics.get("expert_records") or [])
+    return replace(result, beta=float(beta), protocol={**result.protocol, "beta": float(beta)}, expert_records=reused)
+
+
+def _found(run: Path, folders: Sequence[str]) -> tuple[Path, ...]:
+    """The folders as recorded (relative to the run folder, or to the working directory, or absolute), if all found."""
+    found = []
+    for folder in folders:
+        candidates = [run / folder, Path(folder)]
+        where = next((c for c in candidates if (c / "certify.tsv").is_file()), None)
+        if where is None:
+            return ()
+        found.append(where)
+    return tuple(found)
 
 
 def network_evaluation(summary: Mapping[str, Any], run: Path) -> str:
