@@ -46,6 +46,9 @@ PIPELINE = (
     "dual",
     "validate",
     "checked_runs",
+    "strategy",
+    "dual_run",
+    "dual_checks",
 )
 
 

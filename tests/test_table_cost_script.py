@@ -63,6 +63,8 @@ def test_each_cell_costs_its_epochs_times_its_ratio_and_the_authors_gpu_time(
     times: dict[bool, list[pd.Series]] = {False: [], True: []}  # by channels-last, the faster layout for new cells
     on_gpu = []
     for tsv in sorted(RUNS.rglob("certify.tsv")):
+        if not (tsv.parent / "metrics.json").is_file():
+            continue  # a cell in progress, not summarised yet: the script reads only summarised runs too
         environment = json.loads((tsv.parent / "metrics.json").read_text())["environment"]
         if environment["device"] != "cpu":
             on_gpu.append(tsv.parent.name)  # done, but no CPU rate: their 0.03 s per image would cost nothing
