@@ -152,6 +152,7 @@ class DualStrategy:
             "sigmas": subject.sigmas,
             "router_sigma": subject.router.sigma,
             "router_fingerprint": weights_fingerprint(subject.router.classifier),
+            **({"router_denoiser": denoiser} if (denoiser := subject.router.description.get("denoiser")) else {}),
             "expert_fingerprints": [weights_fingerprint(e.classifier) for e in subject.experts],
             "start": subset.start,
             "skip": subset.skip,

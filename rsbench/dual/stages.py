@@ -32,7 +32,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -42,18 +41,17 @@ from omegaconf import DictConfig
 
 from rsbench.archs.classifier import weights_fingerprint
 from rsbench.certify.dual import router_labels
-from rsbench.certify.dual_checks import check_dual_threat, expert_record_problems, refuse_expert_record, unsound_rows
-from rsbench.certify.dual_run import DualSubject, smoothed
-from rsbench.certify.pipeline import Certification, Subject
+from rsbench.certify.dual_checks import check_dual_threat
+from rsbench.certify.dual_run import smoothed
 from rsbench.certify.progress import progress
-from rsbench.certify.records import PROTOCOL, read_records
 from rsbench.certify.seeding import derive_seed
 from rsbench.certify.settings import CertifySettings
-from rsbench.certify.smooth import Certificate, Smooth
+from rsbench.certify.smooth import Smooth
 from rsbench.certify.subset import indices_digest, require_images
 from rsbench.errors import ConfigError
 from rsbench.files import save_atomically
 from rsbench.methods.router_loss import LABELS_VERSION
+from rsbench.models import dual as dual_models
 from rsbench.models import router as routers
 from rsbench.runs.run import certification_dir
 from rsbench.stop import raise_if_stop_requested, stop_requested
@@ -70,13 +68,7 @@ ROUTES = "router_routes.pt"
 
 def device_of(cfg: DictConfig) -> torch.device:
     """``cfg.device``, or cuda when there is one, else cpu."""
-    return torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-
-
-def build_experts(cfg: DictConfig, datamodule: Any) -> list[Any]:
-    """The experts of ``cfg.experts`` (checkpoint paths) and ``cfg.expert_models`` (``conf/model/`` nodes)."""
-    models = [instantiate(node) for node in cfg.get("expert_models") or []]
-    return routers.experts(list(cfg.experts or []), models, datamodule.num_classes, int(datamodule.image_shape[0]))
+    return dual_models.device_of(cfg.device)
 
 
 def smooth_of(
@@ -100,7 +92,7 @@ def labels_stage(cfg: DictConfig, output_dir: Path, experts: list[Any] | None = 
     check_dual_threat(cfg.certify)
     settings = CertifySettings.from_config(cfg.certify)
     datamodule = instantiate(cfg.dataset)
-    experts = experts if experts is not None else build_experts(cfg, datamodule)
+    experts = experts if experts is not None else dual_models.build_experts(cfg, datamodule)
     device = device_of(cfg)
     spec = cfg.labels
     images = training_images(datamodule)
@@ -184,7 +176,7 @@ def route_stage(cfg: DictConfig, output_dir: Path, router: routers.Router | None
     check_dual_threat(cfg.certify)
     settings = CertifySettings.from_config(cfg.certify)
     datamodule = instantiate(cfg.dataset)
-    router = router if router is not None else instantiate(cfg.router)
+    router = router if router is not None else dual_models.build_router(cfg)
     spec = cfg.route
     images = training_images(datamodule)
     total = len(images)
@@ -305,73 +297,6 @@ def _train(run_dir: Path, overrides: Sequence[str]) -> None:
 # ------------------------------------------------------------------------------------------- certify
 
 
-def expert_record_reader(
-    folders: Sequence[str], experts: Sequence[Any], settings: CertifySettings, indices: Sequence[int], dataset: str
-) -> Callable[[int], dict[int, Certificate]]:
-    """Each expert's certificates from its own certification (checked: same protocol, seed, model and images).
-
-    A record is refused, naming what differs and what is allowed, unless it is a sound Gaussian l2 certificate of
-    ``dataset`` at this run's precision and grid noise, every reused row marked sound
-    (:func:`rsbench.certify.dual_checks.expert_record_problems`), and certified with this run's n0, n, alpha, seed, mode
-    (and sequential design) of the same expert's weights at its sigma.
-    """
-    protocol = settings.protocol
-    cache: dict[int, dict[int, Certificate]] = {}
-
-    def read(k: int) -> dict[int, Certificate]:
-        if k in cache:
-            return cache[k]
-        folder = Path(folders[k])
-        stored = json.loads((folder / PROTOCOL).read_text()) if (folder / PROTOCOL).is_file() else None
-        if stored is None:
-            raise ConfigError(f"expert_records[{k}]={folder}: no {PROTOCOL} (not an rsbench certification)")
-        metrics_path = folder / "metrics.json"
-        metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else None
-        precision, grid = settings.speed.precision, settings.protocol.noise_grid
-        refuse_expert_record(
-            k, folder, expert_record_problems(stored, metrics, dataset=dataset, precision=precision, noise_grid=grid)
-        )
-        wanted = {
-            "n0": protocol.n0,
-            "n": protocol.n,
-            "alpha": protocol.alpha,
-            "seed": protocol.seed,
-            "mode": settings.mode,
-            "sigma": float(experts[k].sigma),
-            "model_fingerprint": weights_fingerprint(experts[k].classifier),
-        }
-        if settings.sequential is not None:
-            wanted["design"] = settings.sequential.design
-        different = {key: (stored.get(key), value) for key, value in wanted.items() if stored.get(key) != value}
-        if different:
-            raise ConfigError(
-                f"expert_records[{k}]={folder} was certified otherwise than this run asks (stored, asked): {different}"
-            )
-        rows = read_records(folder)
-        missing = [i for i in indices if i not in rows]
-        if missing:
-            raise ConfigError(f"expert_records[{k}]={folder} lacks {len(missing)} of the images (first: {missing[0]})")
-        refuse_expert_record(k, folder, unsound_rows(rows[i] for i in indices))
-        cache[k] = {
-            i: Certificate(
-                prediction=rows[i].predict,
-                radius=rows[i].radius,
-                p_a_lower=rows[i].pA_lower,
-                count=rows[i].count or 0,  # (an expert's own record always has it)
-                selected=rows[i].predict,
-                n0=protocol.n0,
-                n=rows[i].n,
-                alpha=protocol.alpha,
-                sigma=rows[i].sigma,
-                seconds=rows[i].time,
-            )
-            for i in indices
-        }
-        return cache[k]
-
-    return read
-
-
 def certify_stage(
     cfg: DictConfig, output_dir: Path, on_ready: Callable[[], None] | None = None
 ) -> dict[str, Any] | None:
@@ -380,47 +305,6 @@ def certify_stage(
     Returns the summary, ``None`` if stopped (or a shard whose siblings are still certifying). ``on_ready`` is
     called once the models are built and the expert records checked, before the first file is written.
     """
-    check_dual_threat(cfg.certify)
-    settings = CertifySettings.from_config(cfg.certify)
-    datamodule = instantiate(cfg.dataset)
-    datamodule.prepare_data()
-    datamodule.setup("test")
-    subject = dual_subject(cfg, datamodule, settings)
-    if on_ready is not None:
-        on_ready()
-    folder = certification_dir(cfg) if settings.sharding.sharded else output_dir  # (shards share one folder)
-    certification = Certification(settings, folder)
-    outcome = certification.run(subject, datamodule.test_dataset, should_stop=lambda: stop_requested() is not None)
-    return outcome.summary
-
-
-def dual_subject(cfg: DictConfig, datamodule: Any, settings: CertifySettings) -> DualSubject:
-    """The router and experts of ``cfg`` on ``cfg.device``, their reused records checked (every one, up front)."""
-    experts = build_experts(cfg, datamodule)
-    built: routers.Router = instantiate(cfg.router)
-    sigmas = [float(e.sigma) for e in experts]
-    if len(built.sigmas) != len(sigmas) or any(abs(a - b) > 1e-9 for a, b in zip(built.sigmas, sigmas, strict=False)):
-        raise ConfigError(f"the router routes to sigmas {list(built.sigmas)}, the experts are at {sigmas}")
-    device = device_of(cfg)
-    router = Subject(built.classifier.to(device), built.num_choices, built.sigma, built.description, built.provenance)
-    experts = [replace(e, classifier=e.classifier.to(device)) for e in experts]
-    test = datamodule.test_dataset
-    subset = settings.subset
-    indices = require_images(len(test), subset.start, subset.skip, subset.max_images, "the test split")
-    reuse = [str(folder) for folder in cfg.expert_records or []]
-    if reuse and len(reuse) != len(experts):
-        raise ConfigError(f"expert_records: give one folder per expert ({len(experts)}), got {len(reuse)}")
-    read_expert = expert_record_reader(reuse, experts, settings, indices, datamodule.name) if reuse else None
-    if read_expert is not None:
-        for k in range(len(experts)):
-            read_expert(k)  # checks every record before the first row is written
-    return DualSubject(
-        router,
-        experts,
-        beta=float(cfg.beta),
-        router_n0=int(cfg.router_n0),
-        router_n=int(cfg.router_n),
-        description={"dataset": datamodule.name},
-        expert_records=reuse,
-        reused=read_expert,
-    )
+    sharded = int(cfg.certify.get("num_shards", 1) or 1) > 1
+    folder = certification_dir(cfg) if sharded else output_dir  # (shards share one folder)
+    return dual_models.certify_dual(cfg, cfg, folder, on_ready).summary

@@ -19,7 +19,7 @@ checkpoints, imported releases, your own modules), one per sigma, in the router'
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,6 +114,34 @@ def model(model: Subject, sigmas: Sequence[float], sigma: float | None = None) -
         description,
         dict(model.provenance),
     )
+
+
+def denoised(router: Router, compose: Callable[..., Subject]) -> Router:
+    """``router`` behind a denoiser: ``compose`` is a ``conf/model/`` ``denoised`` or ``diffusion`` builder.
+
+    ``compose(classifier=...)`` is :func:`rsbench.models.builders.denoised` or
+    :func:`~rsbench.models.builders.diffusion` with its denoiser's arguments bound (the node's ``classifier`` left
+    out: the router is it), so a router behind a denoiser is built exactly as a denoised classifier is. The smoothed
+    router is then ``router(D(x + delta))`` at the router's own sigma; its weights' fingerprint covers both parts, so
+    records of the bare router are not reused.
+
+    Raises:
+        ConfigError: the denoiser was made for another noise level than the router's sigma.
+    """
+    bare = Subject(router.classifier, router.num_choices, router.sigma, dict(router.description), router.provenance)
+    composed = compose(classifier=bare)
+    if abs(float(composed.sigma) - router.sigma) > 1e-9:
+        raise ConfigError(
+            f"the router's denoiser is for sigma={composed.sigma}, the router is smoothed at sigma={router.sigma}: "
+            "give a denoiser trained (or a diffusion model set) for the router's sigma, or set router.sigma"
+        )
+    record = composed.provenance["denoiser"]
+    description = {
+        **dict(router.description),
+        "arch": composed.description["arch"],
+        "denoiser": {key: record[key] for key in ("kind", "sha256", "timestep") if key in record},
+    }
+    return Router(composed.classifier, router.sigmas, router.sigma, description, dict(composed.provenance))
 
 
 class ConstantVote(nn.Module):

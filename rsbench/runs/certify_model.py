@@ -21,6 +21,7 @@ from rsbench.certify.records import STEM
 from rsbench.certify.settings import CertifySettings
 from rsbench.checkpoint import trained_on
 from rsbench.errors import ConfigError
+from rsbench.models.dual import DUAL_KIND, certify_dual
 from rsbench.runs.run import certification_dir, check_attack, check_certification
 from rsbench.stop import raise_if_stop_requested, stop_requested
 
@@ -49,6 +50,22 @@ def warn_if_trained_elsewhere(provenance: Mapping[str, Any], dataset: str) -> bo
     return True
 
 
+def certify_dual_model(cfg: DictConfig, on_ready: Callable[[], None] | None = None) -> float | None:
+    """``model=dual``: dual randomized smoothing of ``cfg.model`` (:func:`rsbench.models.dual.certify_dual`).
+
+    The subject is built by the one construction ``python -m rsbench.dual stage=certify`` uses, from the same keys
+    under ``model.``. Returns the dual ACR (certificates at alpha + beta), ``None`` when stopped.
+
+    Raises:
+        ConfigError: an attack asked for (dual smoothing has no attack), or what the dual certification refuses.
+    """
+    if cfg.get("attack"):
+        raise ConfigError("attack=...: model=dual certifies only (an attack on dual smoothing is not built)")
+    outcome = certify_dual(cfg, cfg.model, certification_dir(cfg), on_ready, key="model.")
+    raise_if_stop_requested()  # a stop signal ended certification after a whole row: end the run as stopped
+    return None if outcome.summary is None else float(outcome.summary["acr"])
+
+
 def certify_model(cfg: DictConfig, on_ready: Callable[[], None] | None = None) -> float | None:
     """Certify ``cfg.model`` on the test split of ``cfg.dataset`` with ``cfg.certify``'s protocol.
 
@@ -66,6 +83,8 @@ def certify_model(cfg: DictConfig, on_ready: Callable[[], None] | None = None) -
     """
     if not cfg.certify.enabled:
         raise ConfigError("certify=off (certify.enabled=false) leaves rsbench.certify nothing to do")
+    if cfg.model.get("kind") == DUAL_KIND:
+        return certify_dual_model(cfg, on_ready)
     settings = CertifySettings.from_config(cfg.certify)
     attack = AttackSettings.from_config(cfg.get("attack"))
     check_attack(settings, attack)

@@ -237,12 +237,14 @@ def _model_parts(model: Mapping[str, Any]) -> list[str]:
     for key in ("path", "weights", "denoiser_ckpt"):
         if _is_set(model.get(key)):
             parts.append(file_label(str(model[key])))
-    members = model.get("members")
-    if isinstance(members, Sequence) and not isinstance(members, str) and members:
-        parts += [f"{len(members)}x", file_label(str(members[0]))]
-    classifier = model.get("classifier")
-    if isinstance(classifier, Mapping):
-        parts += _model_parts(classifier)
+    for key in ("members", "experts"):  # an ensemble's members, dual smoothing's experts
+        members = model.get(key)
+        if isinstance(members, Sequence) and not isinstance(members, str) and members:
+            parts += [f"{len(members)}x", file_label(str(members[0]))]
+    for key in ("classifier", "router", "router_denoiser"):  # a composition's parts
+        part = model.get(key)
+        if isinstance(part, Mapping):
+            parts += _model_parts(part)
     return parts
 
 

@@ -55,6 +55,10 @@ MODEL_FILES: Mapping[str, tuple[str, str]] = {
 """Per model builder (``model._target_``): the argument naming its file(s) and the builder's message when one is
 missing (a test compares each with the builder's own)."""
 
+ROUTER_AS_CLASSIFIER = "router_denoiser.classifier"
+"""The ``classifier`` of a router's denoiser node (``conf/model/denoised.yaml``'s): the router is it, so its unset
+values are not asked for and its files not checked (:func:`rsbench.models.dual.build_router` leaves it out)."""
+
 CONFIG_FLAGS = frozenset({"-cn", "--config-name", "-cp", "--config-path", "-cd", "--config-dir"})
 """Hydra's flags that choose another primary config than the command's (then nothing is checked here)."""
 
@@ -81,7 +85,7 @@ def check_before_run(argv: Sequence[str], command: Command) -> None:
     if composed is None:
         return  # Hydra names what it refuses when the run composes
     cfg, choices = composed
-    if command == DUAL:
+    if command == DUAL or _get(cfg, "model.kind") == "dual":
         check_dual_threat(_get(cfg, "certify") or {})
     check_required(cfg, choices)
     if sweep:
@@ -106,7 +110,7 @@ def check_required(cfg: Any, choices: Mapping[str, str]) -> None:
         ConfigError: ``model=module leaves required values unset: model.input_layer.kind (normalize (mean, std),
             center (mean) or identity), ...; set each on the command line (key=value)``.
     """
-    missing = sorted(_missing_keys(cfg, ""))
+    missing = sorted(key for key in _missing_keys(cfg, "") if ROUTER_AS_CLASSIFIER not in key)
     if not missing:
         return
     found = {key: describe_key(key, choices) for key in missing}
@@ -272,6 +276,8 @@ def check_model_files(cfg: Any) -> None:
         ConfigError: ``model: checkpoint x.ckpt is not a file`` (the builder's message, prefixed by its key).
     """
     for key, node in _model_nodes(_get(cfg, "model"), "model"):
+        if ROUTER_AS_CLASSIFIER in key:
+            continue
         argument, message = MODEL_FILES.get(str(node.get("_target_")), ("", ""))
         value = node.get(argument) if argument else None
         paths = [value] if isinstance(value, str) else list(value) if value is not None and _is_list(value) else []
