@@ -25,8 +25,8 @@ from rsbench.archs.classifier import weights_fingerprint
 from rsbench.certify.dual_checks import check_dual_threat
 from rsbench.certify.records import CertificationRow, write_protocol, write_record
 from rsbench.certify.settings import CertifySettings
-from rsbench.dual import stages
 from rsbench.errors import ConfigError
+from rsbench.models import dual as dual_models
 from tests.helpers import ROOT, compose_config
 
 SIGMA = 0.5
@@ -81,7 +81,7 @@ def write_expert(folder: Path, cfg: DictConfig, expert: Any, row: CertificationR
 def read(folder: Path, cfg: DictConfig, expert: Any, *overrides: str) -> Any:
     certify = compose_config("certify=smoke", *overrides, config_name="dual").certify if overrides else cfg.certify
     settings = CertifySettings.from_config(certify)
-    return stages.expert_record_reader([str(folder)], [expert], settings, [0], DATASET)(0)
+    return dual_models.expert_record_reader([str(folder)], [expert], settings, [0], DATASET)(0)
 
 
 def test_a_sound_expert_record_is_read_back(tmp_path: Path, cfg: DictConfig, expert: Any) -> None:
