@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,13 +18,15 @@ import pytest
 import torch
 from omegaconf import DictConfig
 
+from rsbench import files
 from rsbench.archs.registry import build_classifier
 from rsbench.certify.cost import certification_cost
 from rsbench.certify.dual import format_dual_summary
 from rsbench.certify.records import STEM, read_rows
 from rsbench.dual import stages
-from rsbench.errors import ConfigError
+from rsbench.errors import ConfigError, ProtocolMismatchError
 from rsbench.methods.router_loss import LABELS_VERSION
+from rsbench.stop import StopRequested
 from tests.helpers import ROOT, certify, compose_config, save_checkpoint
 
 SIGMAS = (0.25, 0.5)
@@ -143,6 +146,34 @@ def test_labels_stage_labels_the_chosen_training_images(tmp_path: Path, experts:
     summary = json.loads((tmp_path / "labels" / "router_labels.json").read_text())
     assert summary["version"] == LABELS_VERSION
     assert summary["images"] == 4
+
+
+def test_interrupted_labels_resume_to_the_uninterrupted_table(
+    tmp_path: Path, experts: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop after the first group saves its radii and stops; the rerun labels the rest: the same file, key and all."""
+    options = ("labels.max_images=6", "labels.n0=8", "labels.n=64", "certify.batch_size=72")  # 4 images per group
+    whole = torch.load(stages.labels_stage(dual_cfg(tmp_path / "a", experts, *options), tmp_path / "a"))
+    cfg = dual_cfg(tmp_path / "b", experts, *options)
+    monkeypatch.setattr(files, "stop_requested", lambda: signal.SIGTERM)
+    with pytest.raises(StopRequested):
+        stages.labels_stage(cfg, tmp_path / "b")
+    monkeypatch.setattr(files, "stop_requested", lambda: None)
+    partial = torch.load(tmp_path / "b" / (stages.LABELS + ".partial"), weights_only=True)
+    assert (~partial["radii"].isnan().any(dim=1)).sum() == 4  # the first group only
+    resumed = torch.load(stages.labels_stage(cfg, tmp_path / "b"), weights_only=True)
+    assert resumed.keys() == whole.keys()
+    for name in ("labels", "radii"):
+        assert torch.equal(resumed[name].nan_to_num(-7.0), whole[name].nan_to_num(-7.0)), name
+    assert resumed["protocol"] == whole["protocol"]
+    assert not (tmp_path / "b" / (stages.LABELS + ".partial")).exists()
+
+
+def test_labels_of_another_protocol_are_refused_by_name(tmp_path: Path, experts: list[Path]) -> None:
+    options = ("labels.max_images=2", "labels.n0=8", "labels.n=64")
+    stages.labels_stage(dual_cfg(tmp_path, experts, *options), tmp_path)
+    with pytest.raises(ProtocolMismatchError, match="seed: stored 0, requested 5"):
+        stages.labels_stage(dual_cfg(tmp_path, experts, *options, "labels.seed=5"), tmp_path)
 
 
 def test_the_dual_budget_is_alpha_plus_beta_0_001_by_default(tmp_path: Path, experts: list[Path]) -> None:

@@ -21,8 +21,9 @@ from omegaconf.errors import InterpolationResolutionError
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from rsbench import files
 from rsbench.archs import Classifier
-from rsbench.errors import CheckpointMismatchError, ConfigError
+from rsbench.errors import CheckpointMismatchError, ConfigError, ProtocolMismatchError
 from rsbench.files import save_atomically
 from rsbench.methods import Batch, SmoothingModule
 from rsbench.methods import attacks as attacks_module
@@ -536,13 +537,35 @@ def test_teacher_votes_are_cached_by_key_and_reused(tmp_path: Path, monkeypatch:
     assert cache_path(tmp_path, other) != cache_path(tmp_path, key)  # N is part of the key
     teacher_soft_labels(teacher, images, other, tmp_path, batch_size=64)
     assert len(list(tmp_path.glob("*.pt"))) == 2
-    # a stored key that does not match is recomputed, not trusted
+    # a stored key that does not match is refused, naming the setting, neither trusted nor overwritten
     stale = torch.load(cache_path(tmp_path, key), weights_only=True)
     stale["key"]["seed"] = 99
     stale["soft_labels"] = torch.zeros(3, 2)
     torch.save(stale, cache_path(tmp_path, key))
-    again = teacher_soft_labels(teacher, images, key, tmp_path, batch_size=64)
-    assert torch.equal(again, first)  # each image's votes come from (seed, index): the same numbers
+    with pytest.raises(ProtocolMismatchError, match="seed: stored 99, requested 0"):
+        teacher_soft_labels(teacher, images, key, tmp_path, batch_size=64)
+    assert torch.equal(torch.load(cache_path(tmp_path, key), weights_only=True)["soft_labels"], torch.zeros(3, 2))
+
+
+def test_interrupted_teacher_votes_resume_to_the_uninterrupted_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stopped after image 0 (its row saved to the partial file), resumed: the same table as one uninterrupted run."""
+    teacher = identity_linear([[5.0, 0.0], [0.0, 5.0]], [0.0, 0.0])
+    images = TensorDataset(torch.tensor([[[[1.0, 0.0]]], [[[0.0, 1.0]]], [[[0.5, 0.5]]]]), torch.tensor([0, 1, 0]))
+    key = TeacherKey("abc", "toy", 3, "d", 2, num_samples=200, sigma=0.25, seed=0)
+    whole = teacher_soft_labels(teacher, images, key, tmp_path / "whole", batch_size=200)  # one image per pass
+    monkeypatch.setattr(files, "stop_requested", lambda: signal.SIGTERM)  # a stop after the first image
+    with pytest.raises(StopRequested):
+        teacher_soft_labels(teacher, images, key, tmp_path / "cut", batch_size=200)
+    monkeypatch.undo()
+    partial = torch.load(cache_path(tmp_path / "cut", key).with_suffix(".partial.pt"), weights_only=True)
+    assert partial["key"] == asdict(key)
+    assert partial["soft_labels"][1:].isnan().all()
+    assert not partial["soft_labels"][0].isnan().any()
+    resumed = teacher_soft_labels(teacher, images, key, tmp_path / "cut", batch_size=400)  # two images per pass
+    assert torch.equal(resumed, whole)  # each image's votes come from (seed, index): the same numbers
+    assert not cache_path(tmp_path / "cut", key).with_suffix(".partial.pt").exists()
 
 
 def test_runs_asking_for_the_same_teacher_votes_at_once_compute_them_once(

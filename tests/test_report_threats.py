@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from rsbench.attack.evaluate import contradicts
 from rsbench.attack.records import AttackRow, append_image
 from rsbench.certify.records import read_rows
 from rsbench.report.__main__ import main
@@ -75,9 +76,20 @@ def attacked_run(folder: Path, seed: int, broken_at: dict[int, float]) -> Path:
         rows = []
         for radius in grid:
             correct = cert.correct and radius < broken_at.get(cert.idx, np.inf)
+            predict = cert.label if correct else cert.label + 1
+            contradiction = contradicts(predict, radius, cert)  # image 0, broken at 0.75 < its radius 0.9
             rows.append(
                 AttackRow(
-                    cert.idx, 1, radius, 1 if correct else 2, correct, radius, cert.predict, cert.radius, False, 1.0
+                    cert.idx,
+                    cert.label,
+                    radius,
+                    predict,
+                    correct,
+                    radius,
+                    cert.predict,
+                    cert.radius,
+                    contradiction,
+                    1.0,
                 )
             )
             if not correct:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import shlex
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,9 @@ from scipy.stats import beta, norm
 from torch.utils.data import TensorDataset
 
 import rsbench  # noqa: F401  (registers the rs.* resolvers)
+from rsbench import files
+from rsbench.certify.subset import indices_digest
+from rsbench.errors import ProtocolMismatchError
 from rsbench.methods.sun2025 import (
     PlanSampler,
     SamplingState,
@@ -26,6 +30,7 @@ from rsbench.methods.sun2025 import (
     hard_sample_mask,
     p_correct,
 )
+from rsbench.stop import StopRequested
 from tests import golden
 from tests.helpers import ComposeFn
 
@@ -244,6 +249,46 @@ def test_estimate_resumes_from_its_partial_file(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(module, "count_correct", count)
     assert torch.equal(module._estimate(images, positions, 8, 5), full)
     assert counted == [1, 1]
+
+
+def test_an_interrupted_estimate_resumes_to_the_uninterrupted_counts(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A stop after the first image saves its count (and the key) and stops; the rerun counts only the other two."""
+    full = tiny(estimate_batch_size=8)._estimate(tiny()._training_images(), torch.arange(3), 8, 5)
+    module = tiny(estimate_batch_size=8)
+    monkeypatch.setattr(module, "_estimate_path", lambda *args: tmp_path / "p.pt")
+    monkeypatch.setattr(files, "stop_requested", lambda: signal.SIGTERM)
+    with pytest.raises(StopRequested):
+        module._estimate(module._training_images(), torch.arange(3), 8, 5)
+    monkeypatch.setattr(files, "stop_requested", lambda: None)
+    stored = torch.load(tmp_path / "p.pt", weights_only=True)
+    assert stored["counts"].tolist() == [int(full[0]), -1, -1]
+    assert stored["key"]["epoch"] == 5
+    assert stored["key"]["num_samples"] == 8
+    counted: list[int] = []
+    original = module.count_correct
+    monkeypatch.setattr(module, "count_correct", lambda x, *args: counted.append(len(x)) or original(x, *args))
+    assert torch.equal(module._estimate(module._training_images(), torch.arange(3), 8, 5), full)
+    assert counted == [1, 1]
+
+
+def test_an_estimate_file_of_before_resumes_and_one_of_other_images_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``{positions, counts}`` without a key (the files of runs in progress) resumes; other positions are refused."""
+    module = tiny(estimate_batch_size=8)
+    monkeypatch.setattr(module, "_estimate_path", lambda *args: tmp_path / "p.pt")
+    full = module._estimate(module._training_images(), torch.arange(3), 8, 5)
+    torch.save({"positions": torch.arange(3), "counts": torch.tensor([int(full[0]), -1, -1])}, tmp_path / "p.pt")
+    assert torch.equal(module._estimate(module._training_images(), torch.arange(3), 8, 5), full)
+    torch.save({"positions": torch.tensor([0, 2, 1]), "counts": torch.tensor([1, -1, -1])}, tmp_path / "p.pt")
+    with pytest.raises(ProtocolMismatchError, match="positions: stored"):
+        module._estimate(module._training_images(), torch.arange(3), 8, 5)
+    key = {"epoch": 5, "num_samples": 8, "stream": 3, "seed": 7, "positions": indices_digest([0, 1, 2])}
+    torch.save({"positions": torch.arange(3), "counts": full, "key": key}, tmp_path / "p.pt")
+    with pytest.raises(ProtocolMismatchError, match="seed: stored 7, requested 0"):
+        module._estimate(module._training_images(), torch.arange(3), 8, 5)
 
 
 def estimate_with_noise(module: Sun2025, epoch: int = 5, n: int = 100) -> tuple[list[int], torch.Tensor]:

@@ -37,6 +37,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from rsbench.attack import records
 from rsbench.attack.pgd import distance, smoothed_pgd
 from rsbench.attack.records import AttackRow, append_image, check_attack_protocol, read_attack_rows, write_rows
 from rsbench.attack.settings import AttackSettings
@@ -178,9 +179,9 @@ def contradicts(predict: int, radius: float, cert: CertificationRow) -> bool:
     """Whether PREDICT's answer at an adversarial image within ``radius`` contradicts the certificate ``cert``.
 
     It does when the image was certified (not abstained) at a radius above ``radius`` and PREDICT named another
-    class than the certified one (an abstention contradicts nothing).
+    class than the certified one (an abstention contradicts nothing): :func:`rsbench.attack.records.contradicts`.
     """
-    return cert.predict != Smooth.ABSTAIN and radius < cert.radius and predict not in (Smooth.ABSTAIN, cert.predict)
+    return records.contradicts(predict, radius, cert.predict, cert.radius)
 
 
 def summarize_attack(

@@ -6,22 +6,53 @@ the label, the norm of the perturbation actually found, the image's certificate 
 answer contradicts it (another class, not an abstention, at a radius below the certified one), and the seconds the
 attack and PREDICT took. All rows of an image are appended and flushed together, so an interrupted attack loses at
 most the image in flight; ``attack_protocol.json`` beside them refuses to continue rows made with other settings.
+
+The record is another file with another meaning than ``certify.tsv`` (several rows per image, one per attack
+radius), on the same machinery: one validating reader (:func:`rsbench.certify.validate.read_table`, here with
+:func:`check_attack_rows`), one appending writer (:class:`rsbench.certify.records.RecordWriter`: the header checked,
+a line cut by a crash dropped) and one atomic rewrite (:func:`rsbench.certify.records.write_record`).
+
+**What is refused.** A row with a missing column or a field of the wrong type (named with its line), and an
+impossible row: a negative index or label, a negative or non-finite radius, distance or time, a perturbation
+larger than its radius (beyond float32 rounding, see :data:`DISTANCE_TOLERANCE`), ``correct`` other than
+``predict == label``, an abstained certificate with a radius, and a ``contradiction`` flag other than what the row's
+own columns say (:func:`rsbench.attack.evaluate.contradicts`: a row that hides a contradiction would hide a
+soundness alarm). Per image: its rows together, at increasing radii, with one label and one certificate, and none
+after the first radius where PREDICT did not return the label (the attack stops there). With the run's
+certificates given, each row's certificate must be the image's row of ``certify.tsv``. A contradiction itself is
+not refused: a sound certificate is wrong with probability alpha, so one contradiction is possible; too many for
+alpha is the run's alarm (:func:`rsbench.attack.evaluate.check_certificates`, which fails the run).
 """
 
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterable, Mapping
-from dataclasses import astuple, dataclass, fields
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from rsbench.errors import ProtocolMismatchError, damaged_record
+import numpy as np
+
+from rsbench.certify.records import CertificationRow, RecordWriter, write_record
+from rsbench.certify.validate import UNKNOWN, Facts, Refuse, Table, read_table
+from rsbench.errors import DamagedFileError, ProtocolMismatchError
 from rsbench.files import write_text_atomically
 
 RECORD = "attack.tsv"
 PROTOCOL = "attack_protocol.json"
+DISTANCE_TOLERANCE = 1e-5
+"""How far (relative, plus as much absolute) a perturbation's norm may exceed its radius: the search runs in
+float32, whose rounding of a norm is about 1e-7 relative (the committed records exceed by at most 9e-8)."""
+
+
+def damaged_attack(path: object, line: int | None, reason: str) -> DamagedFileError:
+    """The error for an ``attack.tsv`` that cannot be trusted, saying what to do about it."""
+    where = f"{path}, line {line}" if line is not None else str(path)
+    return DamagedFileError(
+        f"{where} is damaged: {reason}. Move {RECORD} away (or delete its bad lines) and rerun the attack, which "
+        "attacks again only the images it lacks"
+    )
 
 
 @dataclass(frozen=True)
@@ -39,45 +70,137 @@ class AttackRow:
     contradiction: bool
     time: float
 
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The header of ``attack.tsv`` (:data:`COLUMNS`)."""
+        return COLUMNS
+
     def to_line(self) -> str:
         """Tab-separated, floats at full precision, booleans as 0/1."""
-        values = [
-            str(int(v)) if isinstance(v, bool) else repr(v) if isinstance(v, float) else str(v) for v in astuple(self)
-        ]
-        return "\t".join(values) + "\n"
+        values = [getattr(self, name) for name in COLUMNS]
+        cells = [str(int(v)) if isinstance(v, bool) else repr(v) if isinstance(v, float) else str(v) for v in values]
+        return "\t".join(cells) + "\n"
 
-    @classmethod
-    def from_line(cls, line: str) -> AttackRow:
-        """Parse a line written by :meth:`to_line`."""
-        parts = line.rstrip("\n").split("\t")
-        names = [f.name for f in fields(cls)]
-        if len(parts) != len(names):
-            raise ValueError(f"expected {len(names)} tab-separated columns, got {len(parts)}: {line!r}")
-        kinds = {f.name: f.type for f in fields(cls)}
-        values: dict[str, Any] = {}
-        for name, text in zip(names, parts, strict=True):
-            kind = kinds[name]
-            values[name] = text == "1" if kind in ("bool", bool) else int(text) if kind in ("int", int) else float(text)
-        return cls(**values)
+
+def contradicts(predict: int, radius: float, certified_predict: int, certified_radius: float) -> bool:
+    """Whether PREDICT's answer at an adversarial image within ``radius`` contradicts the image's certificate.
+
+    It does when the image was certified (not abstained, -1) at a radius above ``radius`` and PREDICT named another
+    class than the certified one (an abstention contradicts nothing).
+    """
+    return certified_predict != -1 and radius < certified_radius and predict not in (-1, certified_predict)
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(AttackRow))
 
 
-def read_attack_rows(directory: Path) -> list[AttackRow]:
-    """Every complete row of ``directory/attack.tsv`` (none when it does not exist)."""
+def read_attack_rows(directory: Path, certificates: Mapping[int, CertificationRow] | None = None) -> list[AttackRow]:
+    """Every complete row of ``directory/attack.tsv``, checked (none when it does not exist).
+
+    Args:
+        directory: the run directory.
+        certificates: the run's certificates by image index (``certify.tsv``'s rows), where known: each row's
+            ``label``, ``certified_predict`` and ``certified_radius`` must be its image's.
+
+    Raises:
+        DamagedFileError: a line is damaged or impossible (the module doc); the message names the file, the line
+            and the problem.
+    """
     path = Path(directory) / RECORD
     if not path.exists():
         return []
-    lines = path.read_text().split("\n")
-    if len(lines) == 1:
-        return []
-    if tuple(lines[0].split("\t")) != COLUMNS:
-        raise damaged_record(path, 1, f"it does not start with the attack.tsv header {COLUMNS}")
-    try:
-        return [AttackRow.from_line(line) for line in lines[1:-1] if line]
-    except ValueError as error:
-        raise damaged_record(path, None, str(error)) from None
+    table = read_table(path, headers=(COLUMNS,), crash_tail=True, refuse=damaged_attack, check=check_attack_rows)
+    rows = [AttackRow(**record) for record in table.records()]
+    if certificates is not None:
+        _check_against(path, table.lines, rows, certificates)
+    return rows
+
+
+def check_attack_rows(
+    table: Table, facts: Facts = UNKNOWN, refuse: Refuse = damaged_attack, radius_text: Sequence[str] = ()
+) -> None:
+    """Refuse an impossible ``attack.tsv`` row (the module doc): the first one found names its line.
+
+    ``facts`` and ``radius_text`` are unused (the shape of :data:`rsbench.certify.validate.RowCheck`).
+    """
+    if not len(table):
+        return
+    c = {name: np.asarray(values) for name, values in table.columns.items()}
+
+    def first(bad: np.ndarray, problem: str) -> None:
+        where = np.flatnonzero(bad)
+        if len(where):
+            i = int(where[0])
+            raise refuse(table.path, table.lines[i], problem.format(**{name: c[name][i].item() for name in c}))
+
+    for name in ("idx", "label"):
+        first(c[name] < 0, name + " {" + name + "} is negative")
+    for name in ("predict", "certified_predict"):
+        first(c[name] < -1, name + " {" + name + "} is neither a class nor -1 (an abstention)")
+    for name in ("radius", "distance", "certified_radius", "time"):
+        first(~(np.isfinite(c[name]) & (c[name] >= 0)), name + " {" + name + "} is not a finite number >= 0")
+    first(
+        c["distance"] > c["radius"] + DISTANCE_TOLERANCE * (1 + c["radius"]),
+        "distance {distance!r} is above the attack radius {radius!r}: the perturbation left its ball",
+    )
+    first(c["correct"] != (c["predict"] == c["label"]), "correct is {correct} but predict {predict}, label {label}")
+    first(
+        (c["certified_predict"] == -1) & (c["certified_radius"] > 0),
+        "an abstained certificate (certified_predict -1) has certified_radius {certified_radius} > 0",
+    )
+    _check_images(table, [AttackRow(**record) for record in table.records()], refuse)
+
+
+def _check_images(table: Table, rows: list[AttackRow], refuse: Refuse) -> None:
+    """Refuse the first row whose contradiction flag or place among its image's rows is impossible."""
+    seen: set[int] = set()
+    for position, row in enumerate(rows):
+        problem = _row_problem(row, rows[position - 1] if position else None, seen)
+        if problem is not None:
+            raise refuse(table.path, table.lines[position], problem)
+        seen.add(row.idx)
+
+
+def _row_problem(row: AttackRow, before: AttackRow | None, seen: set[int]) -> str | None:
+    """What makes ``row`` impossible after the row ``before`` it (images in ``seen`` came earlier), or ``None``.
+
+    Its contradiction flag must be what its columns say; an image's rows come together, at increasing radii, with
+    one label and certificate, and none after the first radius where PREDICT did not return the label.
+    """
+    if row.contradiction != contradicts(row.predict, row.radius, row.certified_predict, row.certified_radius):
+        return (
+            f"contradiction is {int(row.contradiction)} but predict {row.predict} at radius {row.radius} against "
+            f"the certificate (class {row.certified_predict}, radius {row.certified_radius}) says "
+            f"{int(not row.contradiction)}"
+        )
+    if before is None or before.idx != row.idx:
+        return f"image {row.idx}'s rows are not together" if row.idx in seen else None
+    if row.radius <= before.radius:
+        return f"image {row.idx}'s radius {row.radius} does not follow its radius {before.radius}"
+    if not before.correct:
+        return f"image {row.idx} has a row after the radius {before.radius} where PREDICT failed"
+    certificate = (row.label, row.certified_predict, row.certified_radius)
+    if certificate != (before.label, before.certified_predict, before.certified_radius):
+        return f"image {row.idx}'s label or certificate changes between its rows"
+    return None
+
+
+def _check_against(
+    path: Path, lines: list[int], rows: list[AttackRow], certificates: Mapping[int, CertificationRow]
+) -> None:
+    """Each row's certificate is its image's row of ``certify.tsv``."""
+    for line, row in zip(lines, rows, strict=True):
+        cert = certificates.get(row.idx)
+        if cert is None:
+            raise damaged_attack(path, line, f"image {row.idx} was attacked but has no certificate in certify.tsv")
+        if (row.label, row.certified_predict, row.certified_radius) != (cert.label, cert.predict, cert.radius):
+            raise damaged_attack(
+                path,
+                line,
+                f"image {row.idx}'s certificate (label {row.label}, class {row.certified_predict}, radius "
+                f"{row.certified_radius!r}) is not certify.tsv's (label {cert.label}, class {cert.predict}, radius "
+                f"{cert.radius!r})",
+            )
 
 
 def check_attack_protocol(directory: Path, protocol: Mapping[str, Any]) -> None:
@@ -107,27 +230,10 @@ def check_attack_protocol(directory: Path, protocol: Mapping[str, Any]) -> None:
 
 def append_image(directory: Path, rows: Iterable[AttackRow]) -> None:
     """Append one image's rows (with the header first when the file is new), flushed to disk together."""
-    path = Path(directory) / RECORD
-    new = not path.exists() or path.stat().st_size == 0
-    if not new:
-        _drop_incomplete_tail(path)
-    with path.open("a") as file:
-        if new:
-            file.write("\t".join(COLUMNS) + "\n")
-        file.write("".join(row.to_line() for row in rows))
-        file.flush()
-        os.fsync(file.fileno())
+    with RecordWriter(Path(directory) / RECORD, COLUMNS) as writer:
+        writer.extend(rows)
 
 
 def write_rows(directory: Path, rows: Iterable[AttackRow]) -> None:
     """Rewrite ``attack.tsv`` with ``rows`` only, atomically (drops the rows of an image cut short by a crash)."""
-    path = Path(directory) / RECORD
-    write_text_atomically(path, "\t".join(COLUMNS) + "\n" + "".join(row.to_line() for row in rows))
-
-
-def _drop_incomplete_tail(path: Path) -> None:
-    """Cut a last line without newline (the process died while writing it)."""
-    with path.open("rb+") as file:
-        data = file.read()
-        if not data.endswith(b"\n"):
-            file.truncate(data.rfind(b"\n") + 1)
+    write_record(Path(directory) / RECORD, rows, COLUMNS)

@@ -311,14 +311,16 @@ def merge_records(directory: Path, stem: str = STEM) -> list[CertificationRow]:
     return rows
 
 
-def write_record(path: Path, rows: Iterable[CertificationRow]) -> None:
+def write_record(path: Path, rows: Iterable[RecordRow], columns: tuple[str, ...] = COLUMNS) -> None:
     """Write a whole record at once, atomically (used for merged and post-processed records).
+
+    ``columns``: the header when there is no row (another record's, such as ``attack.tsv``'s).
 
     Raises:
         ValueError: the rows are of different kinds (one model's and dual, or of different threat models).
     """
     rows = list(rows)
-    headers = {row.columns for row in rows} or {COLUMNS}
+    headers = {row.columns for row in rows} or {columns}
     if len(headers) > 1:
         raise ValueError(f"{path}: rows of different records ({sorted(map(list, headers))}) cannot share one file")
     header = headers.pop()
@@ -337,7 +339,13 @@ def record_columns(names_threat: bool, *, dual: bool = False) -> tuple[str, ...]
 
 
 class RecordRow(Protocol):
-    """A row a :class:`RecordWriter` appends: :class:`CertificationRow`, or another record's row of its own columns."""
+    """A row a :class:`RecordWriter` appends: :class:`CertificationRow`, or another record's row of its own columns.
+
+    ``attack.tsv``'s :class:`rsbench.attack.records.AttackRow` is one.
+    """
+
+    @property
+    def columns(self) -> tuple[str, ...]: ...  # noqa: D102
 
     def to_line(self) -> str: ...  # noqa: D102
 
@@ -387,6 +395,14 @@ class RecordWriter:
         if self._file is None:
             raise RuntimeError("RecordWriter must be entered (with RecordWriter(path) as writer) before append()")
         self._file.write(row.to_line())
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def extend(self, rows: Iterable[RecordRow]) -> None:
+        """Write several rows (one image's attack rows) and flush them to disk together, after the last."""
+        if self._file is None:
+            raise RuntimeError("RecordWriter must be entered (with RecordWriter(path) as writer) before extend()")
+        self._file.write("".join(row.to_line() for row in rows))
         self._file.flush()
         os.fsync(self._file.fileno())
 

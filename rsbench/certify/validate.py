@@ -2,7 +2,8 @@
 
 Every record rsbench reads goes through :func:`read_table`: a run's ``certify.tsv`` and its shards
 (:func:`rsbench.certify.records.read_rows`), dual randomized-smoothing records among them, Cohen et
-al.'s TSVs and the released logs (:func:`rsbench.report.load.read_cohen_tsv`). A record is refused, in one line that
+al.'s TSVs and the released logs (:func:`rsbench.report.load.read_cohen_tsv`), and the attack record ``attack.tsv``
+(:func:`rsbench.attack.records.read_attack_rows`, with its own row checks). A record is refused, in one line that
 names the file, the line and the problem, when
 
 - a line has another number of fields than the header (a line cut short), or a field is not what its column holds
@@ -56,11 +57,15 @@ SUMMARY_TOLERANCE = 1e-9
 """How far metrics.json's ACR and fractions may be from the same numbers recomputed from the rows."""
 
 COHEN_REQUIRED = ("idx", "label", "predict", "radius", "correct")
-INTEGERS = frozenset({"idx", "label", "predict", "count", "n", "expert", "router_n", "expert_predict", "expert_n"})
+INTEGERS = frozenset(
+    {"idx", "label", "predict", "count", "n", "expert", "router_n", "expert_predict", "expert_n", "certified_predict"}
+)
 NUMBERS = frozenset(
     {"radius", "pA_lower", "sigma", "router_radius", "router_pA_lower", "expert_radius", "expert_pA_lower"}
-    | {"alpha", "beta"}
+    | {"alpha", "beta", "distance", "certified_radius"}
 )
+FLAGS = frozenset({"correct", "contradiction"})
+"""Columns written 0 or 1 (Cohen et al.'s ``correct``; the attack record's ``contradiction``)."""
 _CLOCK = re.compile(r"(?:(\d+) days?, )?(\d+):(\d\d):(\d\d(?:\.\d+)?)")  # str(datetime.timedelta)
 
 
@@ -116,6 +121,8 @@ def refusal(path: Path, line: int | None, problem: str) -> DamagedFileError:
 
 Refuse = Callable[[Path, "int | None", str], Exception]
 """Makes the error for (file, line or None, problem): :func:`refusal`, or a caller's own (with its advice)."""
+RowCheck = Callable[[Table, Facts, Refuse, Sequence[str]], None]
+"""Refuses a table's impossible rows: (table, facts, refuse, the radii as written); :func:`check_rows`'s shape."""
 
 
 def read_table(
@@ -127,6 +134,7 @@ def read_table(
     need_rows: bool = False,
     text: str | None = None,
     refuse: Refuse = refusal,
+    check: RowCheck | None = None,
 ) -> Table:
     """Read and check a per-image record (see the module docstring for what is refused).
 
@@ -139,6 +147,8 @@ def read_table(
         need_rows: refuse a file without rows (an empty file or a header alone); otherwise such a file has no rows.
         text: the file's content, when already read.
         refuse: makes the error (:func:`refusal`; rsbench's records add what to do about it).
+        check: what makes a row impossible (``None``: a certificate's, :func:`check_rows`; the attack record's is
+            :func:`rsbench.attack.records.check_attack_rows`), called after the fields are typed.
 
     Raises:
         DamagedFileError: the record is damaged or impossible; the message names the file, the line and the problem.
@@ -162,7 +172,8 @@ def read_table(
     texts = [flat[j :: len(header)] for j in range(len(header))]
     columns = {name: _convert(path, name, column, numbers, refuse) for name, column in zip(header, texts, strict=True)}
     table = Table(path, header, columns, numbers)
-    check_rows(table, facts, refuse, radius_text=texts[header.index("radius")] if "radius" in header else [])
+    radius_text = texts[header.index("radius")] if "radius" in header else []
+    (check or check_rows)(table, facts, refuse, radius_text)
     return table
 
 
@@ -203,7 +214,12 @@ def _check_header(
     if allowed is not None:
         if header not in allowed:
             expected = " or ".join(str(list(columns)) for columns in allowed)
-            raise refuse(path, 1, f"it does not start with a certification record's header {expected}: {list(header)}")
+            closest = max(allowed, key=lambda columns: len(set(columns) & set(header)))
+            missing = [name for name in closest if name not in header]
+            lacks = f" (it lacks {missing})" if missing else ""
+            raise refuse(
+                path, 1, f"it does not start with a certification record's header {expected}: {list(header)}{lacks}"
+            )
         return
     missing = [name for name in COHEN_REQUIRED if name not in header]
     if missing:
@@ -228,7 +244,7 @@ def _convert(path: Path, name: str, texts: list[str], lines: list[int], refuse: 
         convert, kind, dtype = float, "a number", np.float64
     elif name == "time":
         convert, kind, dtype = _seconds, "seconds or H:MM:SS", np.float64
-    elif name == "correct":
+    elif name in FLAGS:
         convert, kind, dtype = {"0": False, "1": True}.__getitem__, "0 or 1", np.bool_
     elif name == "sound":
         convert, kind, dtype = {"false": False, "true": True}.__getitem__, "true or false", np.bool_

@@ -5,7 +5,8 @@
   the paper's soft labels; the argmax label is kept too (:func:`rsbench.certify.dual.router_labels`). Writes
   ``router_labels.pt`` (:data:`~rsbench.methods.router_loss.LABELS_VERSION`: ``version``, ``labels`` [N_train], -1
   where not labelled, ``radii`` [N_train, K], NaN where not labelled, ``sigmas``, ``protocol``); resumable
-  (``router_labels.partial.pt``, saved every minute).
+  (``router_labels.pt.partial``, saved every minute: :class:`rsbench.files.ImageTable`; labels of another
+  protocol are refused, naming each setting that differs).
 * ``route``: the smoothed router's choice (majority of ``route.n`` noisy votes) on the training images:
   ``router_routes.pt`` for ``method=routed_expert``.
 * ``iterate``: ``iterate.rounds`` rounds of labels -> ``python -m rsbench method=router`` -> route ->
@@ -30,7 +31,6 @@ import json
 import logging
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -49,7 +49,7 @@ from rsbench.certify.settings import CertifySettings
 from rsbench.certify.smooth import Smooth
 from rsbench.certify.subset import indices_digest, require_images
 from rsbench.errors import ConfigError
-from rsbench.files import save_atomically
+from rsbench.files import ImageTable, save_atomically
 from rsbench.methods.router_loss import LABELS_VERSION
 from rsbench.models import dual as dual_models
 from rsbench.models import router as routers
@@ -58,7 +58,6 @@ from rsbench.stop import raise_if_stop_requested, stop_requested
 
 log = logging.getLogger(__name__)
 
-SAVE_EVERY_SECONDS = 60.0
 LABELS = "router_labels.pt"
 ROUTES = "router_routes.pt"
 
@@ -110,50 +109,47 @@ def labels_stage(cfg: DictConfig, output_dir: Path, experts: list[Any] | None = 
         "train_size": total,
         **({"noise_grid": settings.protocol.noise_grid} if settings.protocol.noise_grid is not None else {}),
     }
-    path, partial_path = output_dir / LABELS, output_dir / (LABELS + ".partial")
-    if path.is_file():
-        stored = torch.load(path, map_location="cpu", weights_only=True)
-        if stored.get("protocol") == protocol:
-            log.info("router labels already written: %s", path)
-            return path
-        raise ConfigError(f"{path} holds labels of another protocol; write to another output_dir")
-    radii = torch.full((total, len(experts)), float("nan"), dtype=torch.float64)
-    if partial_path.is_file():
-        stored = torch.load(partial_path, map_location="cpu", weights_only=True)
-        if stored.get("protocol") == protocol:
-            radii = stored["radii"]
-            log.info("resuming the router labels from %s", partial_path)
+    path = output_dir / LABELS
+    table = ImageTable(
+        path,
+        protocol,
+        (total, len(experts)),
+        torch.float64,
+        "router labels",
+        values_name="radii",
+        key_name="protocol",
+        partial=output_dir / (LABELS + ".partial"),
+    )
+    if table.finished:
+        log.info("router labels already written: %s", path)
+        return path
+    if table.resumed:
+        log.info("resuming the router labels from %s", table.partial)
     smooths = [smooth_of(e.classifier, e.num_classes, e.sigma, settings, device) for e in experts]
-    todo = [i for i in indices if bool(torch.isnan(radii[i]).any())]
+    todo = table.missing(indices)
     together = max(1, settings.speed.batch_size // (int(spec.n0) + int(spec.n))) * 4
     counter = progress(len(indices), "router labels", "images", len(indices) - len(todo))
-    last_save = time.monotonic()
     for first in range(0, len(todo), together):
         group = todo[first : first + together]
         items = [images[i] for i in group]
         xs = torch.stack([item[0] for item in items])
         labels = [int(item[1]) for item in items]
         seeds = [derive_seed(int(spec.seed), i) for i in group]
+        radii = torch.zeros((len(group), len(experts)), dtype=torch.float64)
         for k, smooth in enumerate(smooths):
             certs = smooth.certify_batch(
                 xs, int(spec.n0), int(spec.n), float(spec.alpha), settings.speed.batch_size, seeds=seeds
             )
-            for position, cert in zip(group, certs, strict=True):
-                label = labels[group.index(position)]
-                radii[position, k] = cert.radius if cert.prediction == label else 0.0
+            for row, (cert, label) in enumerate(zip(certs, labels, strict=True)):
+                radii[row, k] = cert.radius if cert.prediction == label else 0.0
+        table.put(group, radii)
         counter.update(len(group))
-        stopping = stop_requested() is not None
-        if stopping or time.monotonic() - last_save > SAVE_EVERY_SECONDS:
-            save_atomically({"protocol": protocol, "radii": radii}, partial_path)
-            last_save = time.monotonic()
-        raise_if_stop_requested()
+        table.checkpoint()  # saved every minute and on a stop request, which stops here (rsbench.stop)
     counter.close()
     labelled = torch.full((total,), -1, dtype=torch.int64)
-    chosen = torch.as_tensor(router_labels(radii[indices].numpy()))
+    chosen = torch.as_tensor(router_labels(table.values[indices].numpy()))
     labelled[torch.as_tensor(indices)] = chosen
-    table = {"version": LABELS_VERSION, "protocol": protocol, "labels": labelled, "radii": radii, "sigmas": sigmas}
-    save_atomically(dict(table), path)
-    partial_path.unlink(missing_ok=True)
+    radii = table.finish({"version": LABELS_VERSION, "labels": labelled, "sigmas": sigmas})
     counts = {repr(s): int((chosen == k).sum()) for k, s in enumerate(sigmas)}
     none = int((radii[indices] == 0).all(dim=1).sum())
     summary = {"version": LABELS_VERSION, "images": len(indices), "labels": counts, "no_expert_certifies": none}

@@ -33,7 +33,8 @@ Follows the code where it is more specific than the paper (each checked against 
   cross-entropy over the m copies of each image in train mode.
 
 The per-image estimates are part of training: computed when an epoch's images are drawn (the sampler asks for them),
-saved every minute to ``<run dir>/sun2025/`` while they are computed (an interrupted estimate resumes), and kept in
+saved every minute to ``<run dir>/sun2025/`` while they are computed (:class:`rsbench.files.ImageTable`: an
+interrupted estimate resumes; a file of another seed, epoch, N or image set is refused by name), and kept in
 every checkpoint, so a run resumed after epoch E draws from the same kept images with the same weights. Their noise
 is seeded like the rest of training, by the training seed and the epoch: the N copies of training image p in epoch e
 come from their own stream (:data:`P_CORRECT_STREAM`, seed, e, N, p), so the counts depend neither on
@@ -43,7 +44,6 @@ come from their own stream (:data:`P_CORRECT_STREAM`, seed, e, N, p), so the cou
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,15 +59,14 @@ from torch.utils.data import Dataset, Sampler
 from rsbench.certify.bounds import clopper_pearson_lower
 from rsbench.certify.progress import progress
 from rsbench.certify.seeding import make_generator
-from rsbench.files import save_atomically
+from rsbench.certify.subset import indices_digest
+from rsbench.files import ImageTable
 from rsbench.methods.attacks import RADIUS_PGD_NORMS, copies, frozen, radius_pgd_noise
 from rsbench.methods.base import Batch, SmoothingModule, StepOutput
 from rsbench.methods.hparams import check_choice, check_float, check_int
-from rsbench.stop import raise_if_stop_requested, stop_requested
 
 log = logging.getLogger(__name__)
 
-SAVE_EVERY_SECONDS = 60.0
 P_CORRECT_STREAM = 3
 """The first key of the p_A estimates' noise streams, ``make_generator(device, P_CORRECT_STREAM, seed, epoch, N, p)``,
 setting them apart from the training epochs' seeds (``derive_seed(2, seed, epoch)``, rsbench.runs.epoch_seed)."""
@@ -397,34 +396,59 @@ class Sun2025(SmoothingModule):
         ``estimate_batch_size`` and however often the estimate was interrupted.
         """
         together = max(1, self.estimate_batch_size // num_samples)
-        path = self._estimate_path(epoch, num_samples, len(positions))
-        counts = torch.full((len(positions),), -1, dtype=torch.int64)
-        if path is not None and path.is_file():
-            stored = torch.load(path, map_location="cpu", weights_only=True)
-            if torch.equal(stored["positions"], positions):
-                counts = stored["counts"]
-                log.info("sun2025: resuming the p_A estimate of epoch %d from %s", epoch, path)
-        todo = (counts < 0).nonzero().flatten()
-        done = len(positions) - len(todo)
-        counter = progress(len(positions), f"sun2025 p_A estimate (epoch {epoch}, N={num_samples})", "images", done)
-        last_save = time.monotonic()
+        table = self._estimate_table(epoch, num_samples, positions)
+        if table.resumed:
+            log.info("sun2025: resuming the p_A estimate of epoch %d from %s", epoch, table.path)
+        todo = torch.as_tensor(table.missing(), dtype=torch.long)
+        counter = progress(
+            len(positions),
+            f"sun2025 p_A estimate (epoch {epoch}, N={num_samples})",
+            "images",
+            len(positions) - len(todo),
+        )
         for first in range(0, len(todo), together):
             rows = todo[first : first + together]
             items = [dataset[int(p)] for p in positions[rows]]
             x = torch.stack([item[0] for item in items]).to(self.device)
             y = torch.as_tensor([int(item[1]) for item in items], device=self.device)
             generators = self.estimate_generators(positions[rows], num_samples, epoch)
-            counts[rows] = self.count_correct(x, y, num_samples, generators)
+            table.put(rows, self.count_correct(x, y, num_samples, generators))
             counter.update(len(items))
-            stopping = stop_requested() is not None
-            if path is not None and (stopping or time.monotonic() - last_save > SAVE_EVERY_SECONDS):
-                save_atomically({"positions": positions, "counts": counts}, path)
-                last_save = time.monotonic()
-            raise_if_stop_requested()
+            table.checkpoint()  # saved every minute and on a stop request, which stops here (rsbench.stop)
         counter.close()
-        if path is not None:
-            save_atomically({"positions": positions, "counts": counts}, path)
-        return counts
+        return table.finish()
+
+    def _estimate_table(self, epoch: int, num_samples: int, positions: Tensor) -> ImageTable:
+        """The counts of the estimate of ``epoch`` with N copies at ``positions`` (-1: not counted yet), on disk.
+
+        Its key: the epoch, N, the noise stream, the seed and the images (a digest of ``positions``); a file of
+        before, ``{positions, counts}`` without a key, is read as the key its name and positions imply.
+        """
+        key = {
+            "epoch": epoch,
+            "num_samples": num_samples,
+            "stream": P_CORRECT_STREAM,
+            "seed": self.estimate_seed,
+            "positions": indices_digest(positions.tolist()),
+        }
+
+        def legacy_key(stored: Mapping[str, Any]) -> dict[str, Any]:
+            return (
+                {**key, "positions": indices_digest(torch.as_tensor(stored["positions"]).tolist())}
+                if "positions" in stored
+                else {}
+            )
+
+        return ImageTable(
+            self._estimate_path(epoch, num_samples, len(positions)),
+            key,
+            (len(positions),),
+            torch.int64,
+            f"the sun2025 p_A counts of epoch {epoch}",
+            values_name="counts",
+            fixed={"positions": positions},
+            legacy_key=legacy_key,
+        )
 
     def _estimate_path(self, epoch: int, num_samples: int, images: int) -> Path | None:
         trainer = self._trainer

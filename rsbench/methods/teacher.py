@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -34,12 +33,11 @@ from rsbench.certify.progress import progress
 from rsbench.certify.seeding import make_generator
 from rsbench.certify.smooth import Smooth
 from rsbench.checkpoint import read_classifier
-from rsbench.files import save_atomically
-from rsbench.stop import raise_if_stop_requested, stop_requested
+from rsbench.files import ImageTable
+from rsbench.stop import raise_if_stop_requested
 
 log = logging.getLogger(__name__)
 
-SAVE_EVERY_SECONDS = 60.0
 WAIT_POLL_SECONDS = 1.0
 """While another process computes the same table, how often a waiting run checks for a stop request."""
 
@@ -101,15 +99,14 @@ def vote_histograms(
     num_samples: int,
     batch_size: int,
     seed: int,
-    partial: Tensor | None = None,
-    checkpoint: Path | None = None,
+    table: ImageTable | None = None,
 ) -> Tensor:
     """The smoothed hard-vote histogram counts / N of ``teacher`` on every image of ``images``: ``[len, C]``.
 
     Image i's N noisy copies are drawn from a generator seeded by (seed, i), so the table does not depend on the
     batch size or on an interruption. Runs in eval mode on the teacher's device, ``batch_size`` noisy copies per
-    forward pass, with a progress bar; every ``SAVE_EVERY_SECONDS`` the rows computed so far are saved to
-    ``checkpoint`` so an interrupted computation resumes.
+    forward pass, with a progress bar; the rows go into ``table`` (:class:`rsbench.files.ImageTable`), which
+    saves them every minute and on a stop request, so an interrupted computation resumes with the rows it lacks.
 
     Args:
         teacher: the base classifier (its device is used).
@@ -119,32 +116,26 @@ def vote_histograms(
         num_samples: N.
         batch_size: noisy copies per forward pass.
         seed: the vote-noise seed.
-        partial: a table whose first rows are already computed (the rest NaN), from an interrupted run.
-        checkpoint: where to save progress (``None``: nowhere).
+        table: the table to fill, with the rows an interrupted run computed (``None``: a new one in memory).
     """
     total = len(images)  # type: ignore[arg-type]
-    table = partial.clone() if partial is not None else torch.full((total, num_classes), float("nan"))
-    missing = table.isnan().any(dim=1).nonzero()
-    done = int(missing[0]) if len(missing) else total
+    if table is None:
+        table = ImageTable(None, {}, (total, num_classes), torch.float32, "CAT-RS teacher votes")
+    todo = table.missing()
     smooth = Smooth(teacher, num_classes, sigma)
     device = next(iter(teacher.parameters())).device
-    last_save = time.monotonic()
-    counter = progress(total, "CAT-RS teacher votes", "images", initial=done)  # lines with the time left in a log
+    counter = progress(total, "CAT-RS teacher votes", "images", initial=total - len(todo))  # lines with time left
     together = max(1, batch_size // num_samples)  # small N: several images per forward pass, each its own noise
-    for first in range(done, total, together):
-        indices = range(first, min(first + together, total))
+    for first in range(0, len(todo), together):
+        indices = todo[first : first + together]
         xs = torch.stack([images[index][0] for index in indices])
         generators = [make_generator(device, seed, index) for index in indices]
         counts = smooth.sample_counts_batch(xs, num_samples, batch_size, generators)
-        table[first : indices.stop] = torch.as_tensor(counts, dtype=torch.float32) / num_samples
+        table.put(indices, torch.as_tensor(counts, dtype=torch.float32) / num_samples)
         counter.update(len(indices))
-        stopping = stop_requested() is not None  # a stop signal: save the rows so far, then stop (rsbench.stop)
-        if checkpoint is not None and (stopping or time.monotonic() - last_save > SAVE_EVERY_SECONDS):
-            save_atomically({"soft_labels": table}, checkpoint)
-            last_save = time.monotonic()
-        raise_if_stop_requested()
+        table.checkpoint()  # saves the rows so far every minute, and stops here on a stop request (rsbench.stop)
     counter.close()
-    return table
+    return table.values
 
 
 def cache_path(cache_dir: Path, key: TeacherKey) -> Path:
@@ -161,8 +152,9 @@ def teacher_soft_labels(
 ) -> Tensor:
     """The soft labels ``[len(images), C]`` of ``key``: read from the cache, or computed and cached.
 
-    A cache file whose stored key differs from ``key`` (a hash collision, or a hand-edited file) is recomputed,
-    never trusted. A ``.partial`` file left by an interrupted computation is resumed. Processes that ask for the
+    A cache file whose stored key differs from ``key`` (a hash collision, or a hand-edited file) is refused, naming
+    the settings that differ, never trusted or overwritten. A ``.partial.pt`` file left by an interrupted computation
+    is resumed (:class:`rsbench.files.ImageTable`). Processes that ask for the
     same table at once compute it once: the first holds ``<cache file>.lock`` while it reads or computes, the others
     wait for it (a stop request ends the wait) and then read its cache.
 
@@ -208,13 +200,25 @@ def _acquired(lock: FileLock, seconds: float) -> bool:
 
 
 def _read_or_compute(teacher: Classifier, images: Dataset, key: TeacherKey, path: Path, batch_size: int) -> Tensor:
-    """:func:`teacher_soft_labels` under the lock: the cache at ``path`` if it holds ``key``, else computed there."""
-    if path.is_file():
-        stored = torch.load(path, map_location="cpu", weights_only=True)
-        if stored.get("key") == asdict(key):
-            log.info("CAT-RS teacher soft labels: cache hit %s", path)
-            return stored["soft_labels"]
-        log.warning("CAT-RS teacher soft labels: %s was made for another key; recomputing", path)
+    """:func:`teacher_soft_labels` under the lock: the cache at ``path`` if it holds ``key``, else computed there.
+
+    Raises:
+        ProtocolMismatchError: the cache file (or its partial file) holds votes of another key (a hand-edited or
+            copied file: its name is the key's digest), naming each setting that differs.
+    """
+    table = ImageTable(
+        path,
+        asdict(key),
+        (key.num_images, key.num_classes),
+        torch.float32,
+        "CAT-RS teacher votes",
+        values_name="soft_labels",
+        partial=path.with_suffix(".partial.pt"),
+        legacy_key=lambda stored: asdict(key),  # a partial file of before: the file's name is the key's digest
+    )
+    if table.finished:
+        log.info("CAT-RS teacher soft labels: cache hit %s", path)
+        return table.values
     log.info(
         "CAT-RS teacher soft labels: cache miss, computing %s: N=%d votes for each of %d training images (%.1f million "
         "noisy forward passes; at the authors' N=10,000 a LeNet takes about 2 s per image on 2 busy CPU cores, a GPU "
@@ -224,17 +228,10 @@ def _read_or_compute(teacher: Classifier, images: Dataset, key: TeacherKey, path
         key.num_images,
         key.num_samples * key.num_images / 1e6,
     )
-    partial_path = path.with_suffix(".partial.pt")
-    partial = None
-    if partial_path.is_file():
-        partial = torch.load(partial_path, map_location="cpu", weights_only=True)["soft_labels"]
-        log.info("resuming from %s", partial_path)
-    table = vote_histograms(
-        teacher, images, key.num_classes, key.sigma, key.num_samples, batch_size, key.seed, partial, partial_path
-    )
-    save_atomically({"key": asdict(key), "soft_labels": table}, path)
-    partial_path.unlink(missing_ok=True)
-    return table
+    if table.resumed:
+        log.info("resuming from %s", table.partial)
+    vote_histograms(teacher, images, key.num_classes, key.sigma, key.num_samples, batch_size, key.seed, table)
+    return table.finish()
 
 
 def teacher_key(

@@ -364,7 +364,7 @@ def _run_result(
     }
     seed = _select(config, "seed")
     epochs = _select(config, "trainer.max_epochs")
-    attacked = read_attack_rows(run) if stem == "certify" else []
+    attacked = read_attack_rows(run, rows) if stem == "certify" else []
     return Result(
         source=run,
         method=str(summary["method"]),
