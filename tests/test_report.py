@@ -123,6 +123,22 @@ def test_a_run_recorded_before_an_optional_hyperparameter_existed_is_a_seed_of_t
     assert sorted(frame["seeds"]) == [1, 2]
 
 
+def test_a_hyperparameter_the_config_takes_from_the_training_seed_does_not_split_the_seeds(tmp_path: Path) -> None:
+    """sun2025's ``estimate_seed: ${seed}`` is recorded per run (0, 1, 2) but follows the seed: the three runs are
+    one setting with 3 seeds. The same value typed as a number (not ``${seed}``) is a setting, and splits them."""
+    rng = np.random.default_rng(11)
+    for seed in range(3):
+        folder = tmp_path / "interpolated" / f"seed{seed}"
+        make_run(folder, radii_of(rng), seed=seed, hparams={"lbd": 5, "estimate_seed": seed})
+        config = yaml.safe_load((folder / ".hydra" / "config.yaml").read_text())
+        config["method"] = {"lbd": 5, "estimate_seed": "${seed}"}
+        (folder / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
+    assert sorted(run_report(tmp_path, str(tmp_path / "interpolated"), "--no-published")["seeds"]) == [3]
+    for seed in range(2):
+        make_run(tmp_path / "typed" / f"seed{seed}", radii_of(rng), seed=seed, hparams={"lbd": 5, "estimate_seed": seed})
+    assert sorted(run_report(tmp_path, str(tmp_path / "typed"), "--no-published")["seeds"]) == [1, 1]
+
+
 def test_a_row_shows_intervals_over_images_and_every_format_is_written(tmp_path: Path) -> None:
     radii = radii_of(np.random.default_rng(1), size=200)
     make_run(tmp_path / "run", radii)

@@ -17,6 +17,7 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
+from omegaconf import OmegaConf
 
 from rsbench.report.load import ReportError, Result, canonical
 from rsbench.report.stats import Estimate, MeanInterval, mean_interval, proportion_interval
@@ -120,12 +121,12 @@ def group_rows(results: Sequence[Result]) -> tuple[list[Row], list[str], dict[st
     recorded: dict[tuple[Any, ...], dict[HParams, Mapping[str, Any]]] = {}
     for result, setting in zip(results, settings_of, strict=True):
         if result.hparams_recorded:
-            recorded.setdefault(setting, {})[_hparams_key(result.hparams)] = result.hparams
+            recorded.setdefault(setting, {})[_hparams_key(result.hparams, _seed_derived(result))] = result.hparams
     groups: dict[tuple[Any, ...], list[Result]] = {}
     for result, setting in zip(results, settings_of, strict=True):
         if not result.hparams_recorded:
             result = _adopt_hparams(result, recorded.get(setting, {}))
-        groups.setdefault((*setting, _hparams_key(result.hparams)), []).append(result)
+        groups.setdefault((*setting, _hparams_key(result.hparams, _seed_derived(result))), []).append(result)
     for members in groups.values():
         _check_alike(members)
     values = {key: {dict(identity[4])[key] for identity in groups} for key in keys}
@@ -157,16 +158,36 @@ def _numeric_order(settings: HParams) -> tuple[tuple[str, tuple[int, float, str]
     return tuple(key)
 
 
-def _hparams_key(hparams: Mapping[str, Any]) -> HParams:
-    """The recorded hyperparameters as a setting's identity, those at None left out.
+def _hparams_key(hparams: Mapping[str, Any], seeded: frozenset[str] = frozenset()) -> HParams:
+    """The recorded hyperparameters as a setting's identity, those at None and those in ``seeded`` left out.
 
     rsbench adds an optional feature as a hyperparameter that defaults to None (``lora``): a run recorded before it
-    existed ran without it, so ``{"lora": None, ...}`` and ``{...}`` are one setting.
+    existed ran without it, so ``{"lora": None, ...}`` and ``{...}`` are one setting. A hyperparameter the config
+    takes from the training seed (``seeded``, :func:`_seed_derived`) differs between seeds of one setting.
 
     >>> _hparams_key({"lbd": 5, "lora": None}) == _hparams_key({"lbd": 5.0})
     True
+    >>> _hparams_key({"lbd": 5, "estimate_seed": 1}, frozenset({"estimate_seed"})) == _hparams_key({"lbd": 5})
+    True
     """
-    return tuple(sorted((k, canonical(v)) for k, v in hparams.items() if v is not None))
+    return tuple(sorted((k, canonical(v)) for k, v in hparams.items() if v is not None and k not in seeded))
+
+
+def _seed_derived(result: Result) -> frozenset[str]:
+    """The method's hyperparameters that the run's config sets to its training seed (``${seed}``, e.g. sun2025's
+    ``estimate_seed``): they follow the seed, so runs differing only there are seeds of one setting."""
+    method = _select_raw(result.config, "method")
+    if not isinstance(method, Mapping):
+        return frozenset()
+    return frozenset(str(k) for k, v in method.items() if isinstance(v, str) and v.replace(" ", "") == "${seed}")
+
+
+def _select_raw(config: Any, key: str) -> Any:
+    """``config``'s node at ``key`` as plain containers with interpolations left as written, None when absent."""
+    if config is None or not OmegaConf.is_config(config):
+        return None
+    node = OmegaConf.select(config, key, default=None, throw_on_missing=False)
+    return OmegaConf.to_container(node, resolve=False) if OmegaConf.is_config(node) else None
 
 
 def _adopt_hparams(result: Result, candidates: Mapping[HParams, Mapping[str, Any]]) -> Result:
