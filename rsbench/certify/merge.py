@@ -13,7 +13,7 @@ import logging
 import shlex
 from pathlib import Path
 
-from rsbench.runs.floor import CommandParser, refuse, run_guarded
+from rsbench.runs.floor import CommandParser, error_line, run_guarded
 
 SHARDS = "certify_shards.json"  # (rsbench.certify.pipeline.SHARDS, without importing torch to check the folder)
 COMMAND = "python -m rsbench.certify.merge"
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     for folder in folders:
         if not (folder / SHARDS).is_file():
             what = "is not a folder" if not folder.is_dir() else f"holds no sharded certification ({SHARDS} is missing)"
-            refuse(
+            return error_line(
                 f"{folder} {what}: give the folder the shards certified into (certify.merge_dir; by default the "
                 "folder above their run folders, e.g. the multirun's sweep folder)"
             )

@@ -114,10 +114,8 @@ def run_guarded(work: Callable[[], int], what: str, again: str) -> int:
         again: how to do it again after a stop (the command to rerun).
 
     Returns:
-        ``work``'s status; after a stop, 128 + the signal's number.
-
-    Raises:
-        SystemExit: status 2 with one ``rsbench: error:`` line for an error in the request met while working.
+        ``work``'s status; after a stop, 128 + the signal's number; 2, after one ``rsbench: error:`` line, for an
+        error in the request met while working.
     """
     from rsbench.errors import user_message
     from rsbench.stop import StopGuard, StopRequested
@@ -132,4 +130,4 @@ def run_guarded(work: Callable[[], int], what: str, again: str) -> int:
         message = user_message(error)
         if message is None:
             raise
-        refuse(message)
+        return error_line(message)
