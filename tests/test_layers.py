@@ -45,6 +45,7 @@ LAYERS: dict[str, int] = {
     "rsbench.dual": 7,  # dual randomized smoothing's stages: runs expert and router training and certification
 }
 TOP = 8  # entry points: the package's lazy `from rsbench import Smooth` and each `python -m ...` (__main__, table)
+ENTRY_POINTS = ("rsbench", "rsbench.table", "rsbench.certify.merge")  # (and every __main__)
 
 
 def module_name(path: Path) -> str:
@@ -57,7 +58,7 @@ MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
 
 def layer(module: str) -> int:
     """The layer of a module: its entry in :data:`LAYERS` (the longest prefix), or :data:`TOP` for entry points."""
-    if module in ("rsbench", "rsbench.table") or module.endswith(".__main__"):
+    if module in ENTRY_POINTS or module.endswith(".__main__"):
         return TOP
     owners = [prefix for prefix in LAYERS if module == prefix or module.startswith(prefix + ".")]
     if not owners:

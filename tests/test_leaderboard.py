@@ -245,16 +245,17 @@ def test_a_board_without_records_still_ranks_and_pairs_nothing() -> None:
 @pytest.mark.parametrize(
     ("argument", "message"),
     [
-        ("dataset=cifar11", "dataset=cifar11 is not one of"),
+        ("dataset=cifar11", "dataset=cifar11 is not a dataset (allowed: cifar10"),
         ("runs=[/no/such/run]", "runs: /no/such/run does not exist"),
         ("radii=[0,-1]", "radii=[0,-1] must be a list of radii >= 0"),
         ("confidence=1.5", "confidence=1.5 must be a number between 0 and 1"),
-        ("ci_method=exact", "ci_method=exact is not one of beta"),
+        ("ci_method=exact", "ci_method=exact is not a choice (allowed: beta"),
         ("plot=maybe", "plot must be true or false, got 'maybe'"),
         ("sigma=-1", "sigma must be a number > 0"),
-        ("datset=cifar10", "unknown key 'datset'; did you mean dataset?"),
+        ("datset=cifar10", "unknown key 'datset' (allowed: dataset, runs,"),
+        ("datset=cifar10", "; did you mean dataset?)"),
         ("runs=[a=b]", "quote a value holding = or ,"),
-        ("colour=red", "unknown key 'colour'"),
+        ("colour=red", "unknown key 'colour' (allowed: dataset"),
         ("cifar10", "'cifar10' is not key=value"),
     ],
 )

@@ -16,7 +16,8 @@ import pytest
 
 from rsbench.errors import ConfigError
 from rsbench.models import builders
-from rsbench.runs import job, precheck
+from rsbench.models.files import MODEL_FILES
+from rsbench.runs import precheck
 from rsbench.runs.datasets import dataset_info, datasets
 from rsbench.runs.lock import RunLock
 from tests.helpers import ROOT, compose_config
@@ -172,11 +173,13 @@ def test_the_reports_help_and_argument_errors_import_nothing_heavy(
 # ------------------------------------------------------------------------- the early checks say what the late do
 
 
-@pytest.mark.parametrize("target", sorted(precheck.MODEL_FILES))
-def test_each_model_file_message_is_the_builders(target: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("target", sorted(MODEL_FILES))
+def test_a_missing_model_file_is_refused_by_the_builder_and_before_torch_in_the_same_words(
+    target: str, tmp_path: Path
+) -> None:
     from omegaconf import OmegaConf
 
-    argument, message = precheck.MODEL_FILES[target]
+    argument, message = MODEL_FILES[target]
     missing = str(tmp_path / "missing.pt")
     builder = getattr(builders, target.rsplit(".", 1)[1])
     arguments = {
@@ -199,7 +202,6 @@ def test_the_early_facts_are_the_runs() -> None:
     from rsbench.data.sources import EMBEDDED_TEST_SIZE
 
     assert dataset_info("mnist_embedded").test_size == EMBEDDED_TEST_SIZE
-    assert precheck.RANK_VARIABLES == job.RANK_VARIABLES
     stock = sorted(str(path.stem) for path in (ROOT / "conf" / "dataset").glob("*.yaml"))
     assert sorted(datasets()) == stock
     sizes = {name: compose_config(f"dataset={name}").dataset.test_size for name in stock}

@@ -293,16 +293,19 @@ def test_the_envelope_takes_the_best_sigma_at_each_radius(tmp_path: Path) -> Non
     ]
 
 
-def test_bad_input_is_named_without_a_traceback(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_bad_input_is_named_without_a_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(SystemExit) as exit_info:
         main([str(tmp_path / "empty"), "--out", str(tmp_path / "report")])
     assert exit_info.value.code == 2
-    assert f"{tmp_path / 'empty'} holds no results" in caplog.text
+    error = capsys.readouterr().err
+    assert error.startswith("rsbench: error: ")
+    assert error.count("\n") == 1
+    assert f"{tmp_path / 'empty'} holds no results" in error
     make_run(tmp_path / "runs" / "a", [0.3, 0.4])
     with pytest.raises(SystemExit):
         main([str(tmp_path / "runs"), "--baseline", "cohen", "--out", str(tmp_path / "report")])
-    assert "--baseline 'cohen' is neither a method among the rows (gaussian)" in caplog.text
+    assert "--baseline 'cohen' is neither a method among the rows (gaussian)" in capsys.readouterr().err
 
 
 def test_seeds_certified_under_different_protocols_are_refused(tmp_path: Path) -> None:

@@ -31,11 +31,12 @@ from rsbench.certify.records import CertificationRow
 from rsbench.certify.smooth import Smooth
 from rsbench.data.sources import embedded_mnist
 from rsbench.models.builders import checkpoint
+from rsbench.runs.floor import CommandParser
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = CommandParser("python -m rsbench.bench.attack_cost", description=__doc__.splitlines()[0])
     which = p.add_mutually_exclusive_group()
     which.add_argument("--ckpt", help="an rsbench checkpoint of an embedded-MNIST LeNet (its sigma is used)")
     which.add_argument("--arch", choices=["lenet"], default=None, help="random weights instead of a checkpoint")

@@ -61,6 +61,7 @@ from rsbench.certify.settings import CertifySettings
 from rsbench.certify.smooth import Smooth
 from rsbench.models.ensemble import Ensemble
 from rsbench.runs.allocator import GLIBC_TUNABLES, OPT_OUT, reexec_with_fast_allocator
+from rsbench.runs.floor import CommandParser
 
 NORMALIZE = {"kind": "normalize", "mean": [0.5] * 3, "std": [0.25] * 3}
 
@@ -373,7 +374,7 @@ def allocator_comparison(arch: str, args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Parse arguments, run the benchmark for each architecture, print a table."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser("python -m rsbench.bench.certify_throughput", description=__doc__)
     parser.add_argument("--arch", nargs="+", default=["lenet", "cifar_resnet20"], choices=sorted(MODELS))
     parser.add_argument("--images", type=int, default=4, help="images certified per repeat")
     parser.add_argument("--n0", type=int, default=100)

@@ -12,7 +12,6 @@ refusal after torch's import costs at least the baseline.
 
 from __future__ import annotations
 
-import argparse
 import os
 import resource
 import statistics
@@ -21,6 +20,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from rsbench.runs.floor import CommandParser
 
 BASELINE = "import torch"
 COMMANDS: dict[str, list[str]] = {
@@ -57,7 +58,7 @@ def time_command(arguments: list[str], refused: bool = False) -> tuple[float, fl
 
 def main(argv: list[str] | None = None) -> None:
     """Time every command ``--repeats`` times, interleaved, and print medians and ratios to the baseline."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser("python -m rsbench.bench.cli_startup", description=__doc__)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--cpus", type=int, default=2, help="pin the commands to this many CPUs (0: no pinning)")
     parser.add_argument("--refusals", action="store_true", help="also time requests that must be refused")

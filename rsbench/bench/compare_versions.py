@@ -31,6 +31,7 @@ import torch
 
 from rsbench.archs import build_classifier
 from rsbench.runs.allocator import reexec_with_fast_allocator
+from rsbench.runs.floor import CommandParser
 from rsbench.runs.resolvers import register_resolvers
 
 SHAPES = {"lenet": (1, 28, 28), "cifar_resnet20": (3, 32, 32), "cifar_resnet110": (3, 32, 32)}
@@ -141,7 +142,7 @@ def compare(arch: str, versions: dict[str, str], args: argparse.Namespace, workd
 
 def main(argv: list[str] | None = None) -> None:
     """Parse arguments, load both versions, compare them on each architecture."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser("python -m rsbench.bench.compare_versions", description=__doc__)
     parser.add_argument("--other", type=Path, required=True, help="the other checkout (e.g. a worktree of main)")
     parser.add_argument("--arch", nargs="+", default=["lenet", "cifar_resnet20"], choices=sorted(SHAPES))
     parser.add_argument("--images", type=int, default=4)

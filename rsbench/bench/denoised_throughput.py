@@ -32,6 +32,7 @@ from rsbench.archs.denoiser import DenoisedClassifier, DnCNN
 from rsbench.archs.diffusion import DiffusionDenoiser, load_diffusion
 from rsbench.bench.certify_throughput import MODELS, synchronize
 from rsbench.certify.smooth import Smooth
+from rsbench.runs.floor import CommandParser
 
 TEST_SET_SAMPLES = 10_000 * (100 + 100_000)  # a 10,000-image test set (CIFAR-10's) at Cohen's n0 = 100, n = 100,000
 
@@ -106,7 +107,7 @@ def bench(args: argparse.Namespace) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> None:
     """Parse the arguments, run the benchmark and print the table."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser("python -m rsbench.bench.denoised_throughput", description=__doc__)
     parser.add_argument("--arch", default="lenet", choices=sorted(MODELS))
     parser.add_argument("--images", type=int, default=2)
     parser.add_argument("--n0", type=int, default=100)

@@ -16,13 +16,13 @@ differently), and how many certificates land in another cell of the certified-ac
 
 from __future__ import annotations
 
-import argparse
 import math
 from pathlib import Path
 
 import numpy as np
 
 from rsbench.certify.records import CertificationRow, read_rows
+from rsbench.runs.floor import CommandParser
 
 
 def compare(first: list[CertificationRow], second: list[CertificationRow], step: float = 0.25) -> dict[str, float]:
@@ -60,7 +60,7 @@ def compare(first: list[CertificationRow], second: list[CertificationRow], step:
 
 def main(argv: list[str] | None = None) -> int:
     """Compare the ``certify.tsv`` of two run directories and print the agreement."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser("python -m rsbench.bench.precision_agreement", description=__doc__)
     parser.add_argument("reference", type=Path, help="run directory (or certify.tsv) of the reference, e.g. fp32")
     parser.add_argument("other", type=Path, help="run directory (or certify.tsv) of the option, e.g. bf16")
     parser.add_argument("--step", type=float, default=0.25, help="the certified-accuracy grid step")

@@ -43,6 +43,7 @@ from rsbench.certify.caps import TABLE_LARGEST, table_radii
 from rsbench.certify.confidence import cp_lower
 from rsbench.certify.designs import Decisions, Design, Goal, make_design, run_design
 from rsbench.certify.seeding import derive_seed
+from rsbench.runs.floor import CommandParser
 
 Z95 = 1.959963984540054
 
@@ -516,7 +517,7 @@ def summary(results: Sequence[Sequence[Outcome]]) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     """The command line of ``python -m rsbench.bench.replay``."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser("python -m rsbench.bench.replay", description=__doc__)
     parser.add_argument("logs", nargs="*", type=Path, help="Cohen-format certify TSVs (default: every shipped log)")
     parser.add_argument("--n0", type=int, default=100, help="selection samples of the given logs")
     parser.add_argument("--n", type=int, default=100_000, help="estimation samples of the given logs")

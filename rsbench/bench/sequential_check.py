@@ -13,7 +13,6 @@ for the same images: how far the model of the model is from the model.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from pathlib import Path
@@ -23,6 +22,7 @@ import numpy as np
 
 from rsbench.bench import replay
 from rsbench.certify.records import CertificationRow, read_rows
+from rsbench.runs.floor import CommandParser
 
 
 def load(run: Path) -> tuple[dict[str, Any], dict[str, Any], list[CertificationRow]]:
@@ -67,7 +67,7 @@ def _line(name: str, n0: int, figures: dict[str, Any], radii: list[float]) -> st
 
 def main(argv: list[str] | None = None) -> int:
     """Compare each sequential run with the fixed-n run, measured and as the oracle predicts."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser("python -m rsbench.bench.sequential_check", description=__doc__)
     parser.add_argument("fixed", type=Path, help="the fixed-n run directory")
     parser.add_argument("sequential", nargs="+", type=Path, help="sequential run directories (same images, seed)")
     parser.add_argument("--seed", type=int, default=0, help="the replay's seed")

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from rsbench.bench import certify_throughput, replay
+from rsbench.runs.floor import CommandParser
 
 DATASETS = {"cifar_resnet110": ("cifar10",), "cifar_resnet20": ("cifar10",), "lenet": ("mnist", "fashion_mnist")}
 IMAGES = 10_000
@@ -48,7 +49,7 @@ def hours(rate: float, samples: float) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     """Measure throughput, replay the logs, print hours per table row."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser("python -m rsbench.bench.table_cost", description=__doc__)
     parser.add_argument("--arch", nargs="+", default=["cifar_resnet110", "lenet"], choices=sorted(DATASETS))
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--variants", nargs="*", default=["bf16+channels_last", "compile"])

@@ -13,7 +13,6 @@ passes (in images, per image of the batch) the method needs. For methods that st
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import logging
 import os
@@ -40,6 +39,7 @@ from rsbench.methods.catrs import CATRS
 from rsbench.methods.denoiser import DenoiserTraining
 from rsbench.runs.allocator import reexec_with_fast_allocator
 from rsbench.runs.cli import config_dir
+from rsbench.runs.floor import CommandParser
 
 CONF_DIR = config_dir()
 
@@ -134,7 +134,7 @@ def time_method(module: SmoothingModule, loader: DataLoader, batches: int) -> tu
 def main(argv: list[str] | None = None) -> None:
     """Time each method and print a table of ratios to Gaussian augmentation."""
     methods_available = sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser("python -m rsbench.bench.training_cost", description=__doc__)
     parser.add_argument("--methods", nargs="+", default=methods_available, choices=methods_available)
     parser.add_argument("--dataset", default="mnist_embedded")
     parser.add_argument("--arch", default="lenet")

@@ -23,7 +23,6 @@ included (the first batch, with its one-off costs, is left out).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import statistics
 import tempfile
@@ -42,6 +41,7 @@ from rsbench.methods.base import Batch, SmoothingModule
 from rsbench.methods.catrs import CATRS
 from rsbench.runs.allocator import reexec_with_fast_allocator
 from rsbench.runs.epoch_seed import EpochSeed
+from rsbench.runs.floor import CommandParser
 from rsbench.runs.loggers import CSVLogger
 from rsbench.runs.training_clock import TrainingClock
 from rsbench.runs.training_layout import TrainingLayout
@@ -219,7 +219,7 @@ def report_lines(
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Time every method in every layout and print the table."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser("python -m rsbench.bench.training_throughput", description=__doc__)
     parser.add_argument("--methods", nargs="+", default=list(METHODS))
     parser.add_argument(
         "--layouts", nargs="+", default=None, choices=LAYOUTS, help="default: all the CPU runs natively"

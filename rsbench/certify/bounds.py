@@ -7,11 +7,7 @@ import math
 from scipy.stats import binomtest, norm
 from statsmodels.stats.proportion import proportion_confint
 
-
-def check_alpha(alpha: float) -> None:
-    """Raise ``ValueError`` unless 0 < alpha < 1."""
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be in (0, 1) (the failure probability, e.g. 0.001), got {alpha!r}")
+from rsbench.certify.checks import check_alpha  # (also imported from here: the bounds' own check)
 
 
 def clopper_pearson_lower(successes: int, trials: int, alpha: float) -> float:

@@ -9,43 +9,45 @@ again rewrites the same files. See docs/sharding.md.
 
 from __future__ import annotations
 
-import argparse
 import logging
-import sys
+import shlex
 from pathlib import Path
 
+from rsbench.runs.floor import CommandParser, error_line, run_guarded
+
 SHARDS = "certify_shards.json"  # (rsbench.certify.pipeline.SHARDS, without importing torch to check the folder)
+COMMAND = "python -m rsbench.certify.merge"
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Merge each folder given; one ``rsbench: error:`` line and exit status 2 for a folder that cannot be merged."""
-    parser = argparse.ArgumentParser(
-        prog="python -m rsbench.certify.merge", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
+    """Merge each folder given; one ``rsbench: error:`` line and exit status 2 for a folder that cannot be merged.
+
+    The folders are checked before torch is imported; the merge runs under the run's stop handling (a stop signal
+    ends it after the folder in flight, whose files are written whole) and the folder's own lock (the one the shards
+    hold while they register and merge: :func:`~rsbench.certify.pipeline.merge_shards`).
+    """
+    parser = CommandParser(COMMAND, description=__doc__)
     parser.add_argument("folders", nargs="+", type=Path, help="the folders the shards certified into")
-    args = parser.parse_args(argv)
-    for folder in args.folders:
+    folders: list[Path] = parser.parse_args(argv).folders
+    for folder in folders:
         if not (folder / SHARDS).is_file():
             what = "is not a folder" if not folder.is_dir() else f"holds no sharded certification ({SHARDS} is missing)"
-            print(
-                f"rsbench: error: {folder} {what}: give the folder the shards certified into (certify.merge_dir; by "
-                "default the folder above their run folders, e.g. the multirun's sweep folder)",
-                file=sys.stderr,
+            return error_line(
+                f"{folder} {what}: give the folder the shards certified into (certify.merge_dir; by default the "
+                "folder above their run folders, e.g. the multirun's sweep folder)"
             )
-            return 2
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    from rsbench.certify.pipeline import merge_shards  # (torch: only once the folders are checked)
-    from rsbench.errors import user_message
+    again = " ".join([COMMAND, *(shlex.quote(str(folder)) for folder in folders)])
+    return run_guarded(lambda: _merge(folders), "merging shards", again)
 
-    for folder in args.folders:
-        try:
-            outcome = merge_shards(folder)
-        except Exception as error:
-            message = user_message(error)
-            if message is None:
-                raise
-            print(f"rsbench: error: {message}", file=sys.stderr)
-            return 2
+
+def _merge(folders: list[Path]) -> int:
+    from rsbench.certify.pipeline import merge_shards  # (torch: only once the folders are checked)
+    from rsbench.stop import raise_if_stop_requested
+
+    for folder in folders:
+        raise_if_stop_requested()
+        outcome = merge_shards(folder)
         assert outcome.summary is not None
         print(f"{folder}: merged {outcome.summary['num_images']} images, ACR {outcome.summary['acr']:.4f}")
     return 0

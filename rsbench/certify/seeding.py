@@ -6,8 +6,12 @@ certification resume with exactly the numbers an uninterrupted run would have pr
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 SELECTION = 0
 ESTIMATION = 1
@@ -24,6 +28,8 @@ def derive_seed(*keys: int) -> int:
 
 def make_generator(device: torch.device | str, *keys: int) -> torch.Generator:
     """A ``torch.Generator`` on ``device`` seeded from ``keys``."""
+    import torch  # (here: derive_seed serves torch-free tools, the replay of released logs)
+
     generator = torch.Generator(device=device)
     generator.manual_seed(derive_seed(*keys))
     return generator

@@ -25,8 +25,8 @@ from typing import Any, Literal, Optional
 
 from scipy.stats import norm
 
-from rsbench.certify.bounds import check_alpha
 from rsbench.certify.caps import reported_cap, table_cap
+from rsbench.certify.checks import check_alpha, check_count, settings_error
 from rsbench.certify.data_dependent import SigmaSearch
 from rsbench.certify.designs import DESIGNS, Design, Goal, LookSchedule, make_design
 from rsbench.certify.groups import images_together
@@ -40,12 +40,6 @@ from rsbench.noise import check_sigma
 Mode = Literal["standard", "sequential"]
 SigmaMode = Literal["fixed", "data_dependent", "memory"]
 SIGMA_MODES: tuple[str, ...] = ("fixed", "data_dependent", "memory")
-
-
-def _check_count(**values: Any) -> None:
-    for key, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"certify.{key} must be an integer >= 1, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -78,7 +72,7 @@ class Protocol:
     noise_grid: int | None = None
 
     def __post_init__(self) -> None:
-        _check_count(n0=self.n0, n=self.n)
+        check_count(n0=self.n0, n=self.n)
         check_alpha(self.alpha)
         if self.sigma is not None:
             check_sigma(self.sigma, "certify.sigma")
@@ -87,7 +81,7 @@ class Protocol:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"certify.seed must be an integer >= 0, got {self.seed!r}")
         if self.noise_grid is not None:
-            _check_count(noise_grid=self.noise_grid)
+            check_count(noise_grid=self.noise_grid)
         if self.noise_grid is not None and self.noise != "gaussian":
             raise ValueError(
                 f"certify.noise_grid={self.noise_grid} draws Gaussian noise on the input grid; "
@@ -148,7 +142,7 @@ class Speed:
     images_per_batch: int | None = None
 
     def __post_init__(self) -> None:
-        _check_count(batch_size=self.batch_size)
+        check_count(batch_size=self.batch_size)
         if self.precision not in PRECISIONS:
             raise ValueError(f"certify.precision must be one of {list(PRECISIONS)}, got {self.precision!r}")
         if self.images_per_batch is not None and self.images_per_batch < 1:
@@ -188,7 +182,7 @@ class SequentialSchedule:
         if self.design not in DESIGNS:
             raise ValueError(f"certify.design must be one of {sorted(DESIGNS)}, got {self.design!r}")
         if self.first_look is not None:
-            _check_count(first_look=self.first_look)
+            check_count(first_look=self.first_look)
         if self.radius_cap is not None and self.radius_cap <= 0:
             raise ValueError(f"certify.radius_cap must be > 0 or null (the table's largest), got {self.radius_cap!r}")
         if self.growth is not None and self.growth <= 1:
@@ -431,8 +425,7 @@ class CertifySettings:
         try:
             return cls.from_keys(**keys)
         except ValueError as error:
-            message = str(error)
-            raise ConfigError(message if "certify" in message else f"certify: {message}") from None
+            raise settings_error(error) from None
 
     def with_defaults(self, defaults: Mapping[str, Any]) -> CertifySettings:
         """These settings with the sigma search's unset (null) keys taken from ``defaults``, then from the paper's.

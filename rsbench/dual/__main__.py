@@ -11,7 +11,6 @@ that continues it (``python -m rsbench.dual resume=<run dir>``; rerunning the sa
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from omegaconf import DictConfig
 
 from rsbench.runs.cli import DUAL, config_dir
 from rsbench.runs.commands import main as run_command
+from rsbench.runs.floor import allowed, refuse
 
 STAGES = ("labels", "route", "iterate", "certify")
 log = logging.getLogger("rsbench.dual")
@@ -63,8 +63,7 @@ def main(cfg: DictConfig) -> float | None:
     The threat model was checked before torch was imported (:func:`rsbench.runs.precheck.check_before_run`).
     """
     if cfg.stage not in STAGES:
-        print(f"rsbench: error: stage={cfg.stage!r}: use one of {', '.join(STAGES)}", file=sys.stderr)
-        sys.exit(2)
+        refuse(f"stage={cfg.stage!r} is not a stage {allowed(cfg.stage, STAGES)}")
     from rsbench.runs.job import job
 
     return job(cfg, DUAL, work=run_stage)

@@ -19,6 +19,7 @@ from omegaconf.errors import MissingMandatoryValue
 from rsbench.errors import ConfigError, RsbenchError
 from rsbench.methods.card import origins
 from rsbench.runs.cli import HELP_FLAGS, config_dir, is_query, share_config_store
+from rsbench.runs.floor import refuse
 from rsbench.runs.quoting import override, shell_command
 
 log = logging.getLogger("rsbench")
@@ -36,8 +37,7 @@ def main(cfg: DictConfig) -> None:
     try:
         out, checkpoint = _import(cfg)
     except (RsbenchError, MissingMandatoryValue) as error:
-        print(f"rsbench: error: {error}", file=sys.stderr, flush=True)
-        sys.exit(2)
+        refuse(str(error))
     from rsbench.checkpoint import SIGNATURE_KEY
     from rsbench.importer.convert import IMPORT_KEY
 
@@ -91,8 +91,7 @@ if __name__ == "__main__":
                 if override_key(arg) == "origin" and "=" in arg:
                     check_choice("origin", arg.split("=", 1)[1], sorted(origins()))
         except ConfigError as error:
-            print(f"rsbench: error: {error}", file=sys.stderr)
-            raise SystemExit(2) from None
+            refuse(str(error))
     elif HELP_FLAGS.intersection(sys.argv[1:]):
         share_config_store()
     main()

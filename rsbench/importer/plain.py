@@ -11,14 +11,13 @@ dropped (and listed).
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
-from torch import nn
+
+from rsbench.runs.floor import CommandParser, refuse
 
 Plain = Any  # a tensor, a number, a string, None, or a list or dict of them
 
@@ -37,6 +36,9 @@ def to_plain(value: Any, where: str, dropped: list[str]) -> Plain:
     >>> dropped
     ['c (object)']
     """
+    import torch  # (here, not above: the command line is checked before torch loads)
+    from torch import nn
+
     if isinstance(value, np.generic):  # before float: np.float64 is a float subclass, but not a safe global
         return value.item()
     if isinstance(value, torch.Tensor) or value is None or isinstance(value, bool | int | float | str):
@@ -62,13 +64,17 @@ def to_plain(value: Any, where: str, dropped: list[str]) -> Plain:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Convert IN to OUT and list what was dropped."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    """Convert IN to OUT and list what was dropped; a bad command line is one error line, before torch loads."""
+    parser = CommandParser("python -m rsbench.importer.plain", description=__doc__)
     parser.add_argument("source", type=Path, help="the checkpoint to convert (it will be unpickled: trust it)")
     parser.add_argument("out", type=Path, help="where to write the plain checkpoint")
     args = parser.parse_args(argv)
     if args.out.exists():
-        sys.exit(f"{args.out} exists; choose another name")
+        refuse(f"{args.out} exists; choose another name")
+    if not args.source.is_file():
+        refuse(f"{args.source} is not a file: give the checkpoint to convert")
+    import torch
+
     dropped: list[str] = []
     plain = to_plain(torch.load(args.source, map_location="cpu", weights_only=False), "", dropped)
     torch.save(plain, args.out)

@@ -30,12 +30,13 @@ Arguments are checked before anything heavy is imported: a bad one gets one ``rs
 
 from __future__ import annotations
 
-import difflib
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from rsbench.runs.floor import allowed, error_line
 
 CI_METHODS = ("beta", "wilson", "agresti_coull", "jeffreys", "normal")
 CONFIG = "leaderboard"
@@ -110,11 +111,9 @@ def _compose(argv: Sequence[str]) -> dict[str, Any]:
     for argument in argv:
         key, equals, _ = argument.partition("=")
         if not equals:
-            raise UsageError(f"{argument!r} is not key=value; keys: {', '.join(keys)}")
+            raise UsageError(f"{argument!r} is not key=value (keys: {', '.join(keys)})")
         if key not in keys:
-            close = difflib.get_close_matches(key, keys, n=2, cutoff=0.6)
-            hint = f"did you mean {' or '.join(close)}? " if close else ""
-            raise UsageError(f"unknown key {key!r}; {hint}(keys: {', '.join(keys)})")
+            raise UsageError(f"unknown key {key!r} {allowed(key, keys)}")
     try:
         check_request(list(argv), CONFIG, folder)  # the values' kinds (plot=maybe, sigma=-1)
         with initialize_config_dir(version_base="1.3", config_dir=str(folder)):
@@ -144,7 +143,7 @@ def _datasets(value: Any) -> list[str] | None:
 
     unknown = [d for d in datasets if d not in stock()]
     if unknown:
-        raise UsageError(f"dataset={unknown[0]} is not one of {', '.join(stock())} (or all)")
+        raise UsageError(f"dataset={unknown[0]} is not a dataset {allowed(unknown[0], [*stock(), 'all'])}")
     return datasets
 
 
@@ -189,9 +188,9 @@ def _confidence(value: Any) -> float:
     return float(value)
 
 
-def _one_of(key: str, value: Any, allowed: Sequence[str]) -> str:
-    if str(value) not in allowed:
-        raise UsageError(f"{key}={value} is not one of {', '.join(allowed)}")
+def _one_of(key: str, value: Any, choices: Sequence[str]) -> str:
+    if str(value) not in choices:
+        raise UsageError(f"{key}={value} is not a choice {allowed(value, choices)}")
     return str(value)
 
 
@@ -204,16 +203,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse(argv)
     except UsageError as error:
-        print(f"rsbench: error: {error}", file=sys.stderr)
-        return 2
+        return error_line(str(error))
     from rsbench.certify.checked_runs import check_inputs
     from rsbench.errors import RsbenchError
 
     try:  # the runs' records checked before torch, pandas and SciPy load: a damaged one is refused at once
         check_inputs(args.runs)
     except RsbenchError as error:
-        print(f"rsbench: error: {error}", file=sys.stderr)
-        return 2
+        return error_line(str(error))
     import logging
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
@@ -236,11 +233,9 @@ def main(argv: list[str] | None = None) -> int:
             sigma=args.sigma,
         )
     except RsbenchError as error:
-        print(f"rsbench: error: {error}", file=sys.stderr)
-        return 2
+        return error_line(str(error))
     if not boards:
-        print("rsbench: error: no entries for these datasets", file=sys.stderr)
-        return 2
+        return error_line("no entries for these datasets")
     command = " ".join(["python -m rsbench.leaderboard", *argv])
     for board in boards:
         if args.out is not None:

@@ -34,6 +34,7 @@ from rsbench.checkpoint import check_signature, read_classifier, read_denoiser, 
 from rsbench.errors import CheckpointMismatchError, ConfigError
 from rsbench.loading import file_digest, load_strict, load_weights_only
 from rsbench.models.ensemble import Aggregation, Ensemble
+from rsbench.models.files import check_model_file
 
 UNREADABLE = (
     "import a released checkpoint with python -m rsbench.importer, or certify your own model with model=module, "
@@ -51,6 +52,7 @@ def checkpoint(path: str, num_classes: int, in_channels: int) -> Subject:
         num_classes: the dataset's class count (the checkpoint's must equal it).
         in_channels: the dataset's image channels.
     """
+    check_model_file(f"{__name__}.checkpoint", path)
     classifier, signature = read_classifier(
         path, f"checkpoint {path}", num_classes=num_classes, in_channels=in_channels, advice=UNREADABLE
     )
@@ -99,8 +101,7 @@ def torchscript(path: str, input_layer: Mapping[str, Any], sigma: float, num_cla
         sigma: the noise level it was trained at.
         num_classes: the dataset's class count.
     """
-    if not Path(path).expanduser().is_file():
-        raise ConfigError(f"TorchScript archive {path} does not exist")
+    check_model_file(f"{__name__}.torchscript", path)
     network = torch.jit.load(str(Path(path).expanduser()), map_location="cpu")
     provenance = {"kind": "torchscript", "path": str(path), "sha256": file_digest(path)}
     return _foreign("torchscript", network, input_layer, sigma, num_classes, provenance)
@@ -118,8 +119,7 @@ def exported(path: str, input_layer: Mapping[str, Any], sigma: float, num_classe
         sigma: the noise level it was trained at.
         num_classes: the dataset's class count.
     """
-    if not Path(path).expanduser().is_file():
-        raise ConfigError(f"exported program {path} does not exist")
+    check_model_file(f"{__name__}.exported", path)
     program = torch.export.load(str(Path(path).expanduser()))
     _check_dynamic_batch(program, path)
     network = _FixedMode(program.module())
@@ -258,6 +258,7 @@ def denoised(classifier: Subject, denoiser_ckpt: str) -> Subject:
         classifier: the classifier, built by any other ``model`` option (``model.classifier``).
         denoiser_ckpt: a checkpoint written by ``python -m rsbench method=denoiser``.
     """
+    check_model_file(f"{__name__}.denoised", denoiser_ckpt)
     denoiser, signature, _ = read_denoiser(
         denoiser_ckpt, str(denoiser_ckpt), "pass a checkpoint written by python -m rsbench method=denoiser"
     )

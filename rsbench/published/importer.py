@@ -26,7 +26,6 @@ Paths of sources not given keep their lines, so one repository can be re-importe
 
 from __future__ import annotations
 
-import argparse
 import csv
 import gzip
 import hashlib
@@ -47,6 +46,7 @@ import yaml
 from rsbench.published.logs import Card, consistent_alpha, seconds, subset_rule, summary
 from rsbench.published.paths import Parsed, parse
 from rsbench.runs.datasets import dataset_info
+from rsbench.runs.floor import CommandParser, error_line
 
 TARGET = Path(__file__).resolve().parents[1] / "report" / "released"
 COLUMNS = ["idx", "label", "predict", "radius", "correct"]
@@ -231,7 +231,7 @@ def mark_duplicates(lines: list[dict[str, Any]], order: Sequence[str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Import the cards held by the clones given; keep the other cards' lines; rewrite the index and summaries."""
-    parser = argparse.ArgumentParser(prog="python -m rsbench.published.importer", description=__doc__.splitlines()[0])
+    parser = CommandParser("python -m rsbench.published.importer", description=__doc__.splitlines()[0])
     parser.add_argument("clones", nargs="+", type=Path, help="clones of repositories with a card in sources.yaml")
     parser.add_argument(
         "--target", type=Path, default=TARGET, help="the released/ folder to write (default: rsbench's)"
@@ -295,7 +295,7 @@ def _held_cards(clones: Sequence[Path], every: Sequence[Card]) -> dict[str, tupl
         held = [card for card in every if holds(clone, card.commit)]
         if not held:
             known = ", ".join(f"{c.repository}@{c.commit[:7]}" for c in every)
-            print(f"rsbench: error: {clone} holds none of the cards' commits ({known})", file=sys.stderr)
+            error_line(f"{clone} holds none of the cards' commits ({known})")
             return None
         found.update({card.name: (clone, card) for card in held})
     return found

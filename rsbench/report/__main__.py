@@ -15,18 +15,20 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 import sys
 from pathlib import Path
 
+from rsbench.runs.floor import CommandParser, refuse, run_guarded
+
 log = logging.getLogger("rsbench.report")
+COMMAND = "python -m rsbench.report"
 # Nothing above imports pandas, scipy or matplotlib: --help and a bad argument answer at once; main() loads them.
 
 
-def parser() -> argparse.ArgumentParser:
-    """The command line of ``python -m rsbench.report``."""
-    p = argparse.ArgumentParser(
-        prog="python -m rsbench.report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def parser() -> CommandParser:
+    """The command line of ``python -m rsbench.report`` (on the command floor: a bad argument is one error line)."""
+    p = CommandParser(COMMAND, description=__doc__)
     p.add_argument("paths", nargs="+", type=Path, help="run or sweep folders, metrics.json files, or certify TSVs")
     p.add_argument("--radii", nargs="+", type=float, default=[0.0, 0.25, 0.5, 0.75, 1.0], help="certified accuracy at")
     p.add_argument("--baseline", help="pair every row with this method's row (e.g. gaussian), or with this run")
@@ -71,45 +73,50 @@ def default_out(paths: list[Path]) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Read the runs, print the report and write its files; bad input ends with a message and exit status 2."""
+    """Read the runs, print the report and write its files; bad input ends with one error line and exit status 2."""
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if not 0 < args.confidence < 1:
-        parser().error(f"--confidence must be in (0, 1), got {args.confidence}")
+        refuse(f"--confidence must be in (0, 1), got {args.confidence}")
     from rsbench.certify.checked_runs import check_inputs
     from rsbench.errors import RsbenchError
 
     try:  # every record checked before torch, pandas and SciPy load: a damaged one is refused at once
         check_inputs(args.paths, sigma=args.sigma, n=args.n, alpha=args.alpha)
     except RsbenchError as error:
-        log.error("rsbench: error: %s", error)
-        sys.exit(2)
+        refuse(str(error))
+    again = " ".join([COMMAND, *(shlex.quote(arg) for arg in (sys.argv[1:] if argv is None else argv))])
+    status = run_guarded(lambda: _report(args), "writing the report", again)
+    if status:
+        raise SystemExit(status)
+
+
+def _report(args: argparse.Namespace) -> int:
+    """Build the report of ``args``, print it and write its files (a stop waits for the files in flight)."""
     from rsbench.report.build import build_sections
     from rsbench.report.load import find_results
     from rsbench.report.plots import write_figures
     from rsbench.report.render import markdown, write_report
     from rsbench.report.rows import group_rows
     from rsbench.report.tables import Options
+    from rsbench.stop import raise_if_stop_requested
 
     options = Options(tuple(sorted(set(args.radii))), args.confidence, args.ci_method, args.acr_interval)
-    try:
-        results = find_results(
-            args.paths, label=args.label, sigma=args.sigma, dataset=args.dataset, n=args.n, alpha=args.alpha
-        )
-        rows, keys, common = group_rows(results)
-        sections, notes = build_sections(
-            rows,
-            keys,
-            common,
-            options,
-            baseline=args.baseline,
-            published=not args.no_published,
-            published_source=args.published_source,
-            against_released=args.against_released,
-        )
-    except RsbenchError as error:  # ReportError, and a damaged record or checkpoint met while reading
-        log.error("rsbench: error: %s", error)
-        sys.exit(2)
+    results = find_results(
+        args.paths, label=args.label, sigma=args.sigma, dataset=args.dataset, n=args.n, alpha=args.alpha
+    )
+    rows, keys, common = group_rows(results)
+    sections, notes = build_sections(
+        rows,
+        keys,
+        common,
+        options,
+        baseline=args.baseline,
+        published=not args.no_published,
+        published_source=args.published_source,
+        against_released=args.against_released,
+    )
+    raise_if_stop_requested()  # (nothing written yet)
     print(markdown(sections, notes))
     out = args.out or default_out(args.paths)
     written = write_report(out, sections, notes)
@@ -120,6 +127,7 @@ def main(argv: list[str] | None = None) -> None:
 
         log_report(sections, written, args.wandb_project, [str(p) for p in args.paths])
     log.info("wrote %s", ", ".join(str(p) for p in written))
+    return 0
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from typing import Any
 from rsbench.errors import ConfigError, RunDirectoryBusyError
 from rsbench.runs.allocator import reexec_with_fast_allocator
 from rsbench.runs.cli import CERTIFY, HELP_FLAGS, TRAIN, Command, expand_resume, is_query, share_config_store
+from rsbench.runs.floor import refuse
 
 __all__ = ["CERTIFY", "TRAIN", "Command", "main"]
 
@@ -39,8 +40,7 @@ def main(command: Command, hydra_main: Callable[[], Any]) -> None:
             check_request(arguments, command.config_name)
             check_before_run(arguments, command)
     except (ConfigError, RunDirectoryBusyError) as error:
-        print(f"rsbench: error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
+        refuse(str(error))
     if not query:
         from rsbench.runs.schemas import register_schemas  # loads torch: only for a run (queries stay instant)
 

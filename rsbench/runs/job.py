@@ -17,7 +17,6 @@ rsbench.certify``, whose work is :func:`rsbench.runs.certify_model.certify_model
 from __future__ import annotations
 
 import logging
-import os
 import shlex
 import shutil
 import sys
@@ -32,7 +31,8 @@ from rsbench.certify.records import record_files
 from rsbench.errors import RunDirectoryBusyError, user_message
 from rsbench.runs.certify_model import certify_model
 from rsbench.runs.cli import DUAL, RUN_CONFIG, TRAIN, Command, override_key
-from rsbench.runs.lock import LOCK_FILE, RunLock
+from rsbench.runs.floor import refuse
+from rsbench.runs.lock import LOCK_FILE, RunLock, is_global_zero
 from rsbench.runs.prerequisites import PlannedRun, plan_prerequisites
 from rsbench.runs.quoting import override, resume_command
 from rsbench.runs.resume import CERTIFIED, CERTIFIED_MODEL, DUAL_RUN, TRAINED, check_resumable
@@ -42,7 +42,6 @@ from rsbench.stop import StopGuard, StopRequested
 
 log = logging.getLogger("rsbench")
 
-RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID")
 Work = Callable[..., "float | None"]
 """A job's work: ``work(cfg, on_ready=...)`` returns the objective (``None`` when stopped); it calls ``on_ready`` once
 its checks have passed, before it writes the first file."""
@@ -76,8 +75,7 @@ def job(cfg: DictConfig, command: Command = TRAIN, work: Work | None = None) -> 
             if not multirun:
                 if message is None:
                     raise
-                print(f"rsbench: error: {message}", file=sys.stderr, flush=True)
-                raise SystemExit(2) from None
+                refuse(message)
             if message is None:
                 log.exception("job %s failed (%s)", hydra_cfg.job.num, " ".join(overrides))
             else:
@@ -203,11 +201,6 @@ def train_prerequisites(planned: Sequence[PlannedRun]) -> None:
             needed.directory,
         )
         execute(needed.cfg, needed.directory, needed.overrides, wait=True)
-
-
-def is_global_zero() -> bool:
-    """Whether this is the first (or only) process of the run, by the rank variables of torchrun, Lightning, SLURM."""
-    return all(os.environ.get(name, "0") in ("", "0") for name in RANK_VARIABLES)
 
 
 def is_new(output_dir: Path, log_file: str | None) -> bool:

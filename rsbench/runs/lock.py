@@ -24,6 +24,13 @@ from rsbench.errors import RunDirectoryBusyError
 log = logging.getLogger(__name__)
 
 LOCK_FILE = Path(".rsbench") / "lock"
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID")
+"""The rank variables of torchrun, Lightning and SLURM: only the first process of a distributed run holds the lock."""
+
+
+def is_global_zero() -> bool:
+    """Whether this is the first (or only) process of the run, by :data:`RANK_VARIABLES` (the one that locks)."""
+    return all(os.environ.get(name, "0") in ("", "0") for name in RANK_VARIABLES)
 
 
 class RunLock:

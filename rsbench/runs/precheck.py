@@ -23,37 +23,24 @@ required values: its jobs record their own failures and the others run.
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rsbench.certify.checks import check_alpha, check_count, settings_error
 from rsbench.certify.dual_checks import check_dual_threat
 from rsbench.certify.subset import certification_indices, require_images
 from rsbench.errors import ConfigError
 from rsbench.methods.card import find_card, first_method_epoch
+from rsbench.models.files import MODEL_FILES, check_model_file
 from rsbench.runs.cli import DUAL, MULTIRUN_FLAGS, Command, config_dir
 from rsbench.runs.layout_choice import check_layout
-from rsbench.runs.lock import busy_error, is_held
-
-RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID")
-"""The rank variables of torchrun, Lightning and SLURM (as :data:`rsbench.runs.job.RANK_VARIABLES`; a test keeps
-them equal): only the first process of a distributed run checks the lock, which it then holds."""
+from rsbench.runs.lock import busy_error, is_global_zero, is_held
 
 GPU_DEVICES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")
 """Device files of an NVIDIA GPU, an AMD (ROCm) GPU and a WSL 2 GPU: without any of them torch finds no GPU."""
-
-MODEL_FILES: Mapping[str, tuple[str, str]] = {
-    "rsbench.models.builders.checkpoint": ("path", "checkpoint {path} is not a file"),
-    "rsbench.models.builders.ensemble": ("members", "checkpoint {path} is not a file"),
-    "rsbench.models.builders.torchscript": ("path", "TorchScript archive {path} does not exist"),
-    "rsbench.models.builders.exported": ("path", "exported program {path} does not exist"),
-    "rsbench.models.builders.denoised": ("denoiser_ckpt", "{path} is not a file"),
-}
-"""Per model builder (``model._target_``): the argument naming its file(s) and the builder's message when one is
-missing (a test compares each with the builder's own)."""
 
 ROUTER_AS_CLASSIFIER = "router_denoiser.classifier"
 """The ``classifier`` of a router's denoiser node (``conf/model/denoised.yaml``'s): the router is it, so its unset
@@ -90,7 +77,7 @@ def check_before_run(argv: Sequence[str], command: Command) -> None:
     check_required(cfg, choices)
     if sweep:
         return
-    if run_dir is not None and _first_process():
+    if run_dir is not None and is_global_zero():
         check_free(Path(run_dir))
     check_certify(cfg, certifies=(not command.trains or bool(_get(cfg, "test"))) and bool(_get(cfg, "certify.enabled")))
     if command.trains:
@@ -177,22 +164,21 @@ def check_certify(cfg: Any, certifies: bool) -> None:
     node = _get(cfg, "certify")
     if node is None:
         return
-    for key in ("n0", "n"):
-        value = node.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"certify.{key} must be an integer >= 1, got {value!r}")
     alpha = node.get("alpha")
-    if isinstance(alpha, int | float) and not isinstance(alpha, bool) and not 0.0 < alpha < 1.0:
-        raise ConfigError(f"certify: alpha must be in (0, 1) (the failure probability, e.g. 0.001), got {alpha!r}")
     start, skip, max_images = node.get("start", 0), node.get("skip", 1), node.get("max_images")
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, skip)) or not (
+    subset = all(isinstance(v, int) and not isinstance(v, bool) for v in (start, skip)) and (
         max_images is None or (isinstance(max_images, int) and not isinstance(max_images, bool))
-    ):
-        return  # a type the run's schema names
-    try:
-        certification_indices(1, start, skip, max_images)
+    )  # (else a type the run's schema names)
+    try:  # the settings' own checks, in their order (rsbench.certify.settings)
+        check_count(n0=node.get("n0"), n=node.get("n"))
+        if isinstance(alpha, int | float) and not isinstance(alpha, bool):
+            check_alpha(alpha)
+        if subset:
+            certification_indices(1, start, skip, max_images)
     except ValueError as error:
-        raise ConfigError(str(error)) from None
+        raise settings_error(error) from None
+    if not subset:
+        return
     size = _get(cfg, "dataset.test_size")
     if certifies and isinstance(size, int) and not isinstance(size, bool):
         require_images(size, start, skip, max_images, f"the {_get(cfg, 'dataset.name', 'dataset')} test split")
@@ -210,9 +196,14 @@ def check_accelerator(accelerator: str) -> None:
         return
     if any(Path(device).exists() for device in GPU_DEVICES):
         return
-    raise ConfigError(
-        f"trainer.accelerator={accelerator} (trainer=gpu) needs a GPU, and this machine has none (no GPU device: "
-        f"{', '.join(GPU_DEVICES)}): use trainer=default (a GPU when there is one, else the CPU) or trainer=cpu"
+    raise no_gpu_error(accelerator, f"no GPU device: {', '.join(GPU_DEVICES)}")
+
+
+def no_gpu_error(accelerator: str, why: str) -> ConfigError:
+    """The refusal of ``trainer.accelerator=gpu`` on a machine without a GPU (``why``: how that was found out)."""
+    return ConfigError(
+        f"trainer.accelerator={accelerator} (trainer=gpu) needs a GPU, and this machine has none ({why}): use "
+        "trainer=default (a GPU when there is one, else the CPU) or trainer=cpu"
     )
 
 
@@ -264,9 +255,17 @@ def check_training_files(cfg: Any, method: str | None) -> None:
     if card is not None:
         keys += card.checkpoint_keys
     for key in keys:
-        value = _get(cfg, key)
-        if isinstance(value, str) and value and not Path(value).expanduser().is_file():
-            raise ConfigError(f"{key}={value!r} is not a file")
+        require_file(key, _get(cfg, key))
+
+
+def require_file(key: str, value: Any) -> None:
+    """Refuse ``key=value`` naming a file that is not there (an empty or unset value names none).
+
+    Raises:
+        ConfigError: ``ckpt_path='x.ckpt' is not a file``.
+    """
+    if isinstance(value, str) and value and not Path(value).expanduser().is_file():
+        raise ConfigError(f"{key}={value!r} is not a file")
 
 
 def check_model_files(cfg: Any) -> None:
@@ -278,12 +277,15 @@ def check_model_files(cfg: Any) -> None:
     for key, node in _model_nodes(_get(cfg, "model"), "model"):
         if ROUTER_AS_CLASSIFIER in key:
             continue
-        argument, message = MODEL_FILES.get(str(node.get("_target_")), ("", ""))
+        target = str(node.get("_target_"))
+        argument = MODEL_FILES[target][0] if target in MODEL_FILES else None
         value = node.get(argument) if argument else None
         paths = [value] if isinstance(value, str) else list(value) if value is not None and _is_list(value) else []
-        for path in paths:
-            if isinstance(path, str) and not Path(path).expanduser().is_file():
-                raise ConfigError(f"{key}: {message.format(path=path)}")
+        for path in (p for p in paths if isinstance(p, str)):
+            try:
+                check_model_file(target, path)
+            except ConfigError as error:
+                raise ConfigError(f"{key}: {error}") from None
 
 
 def check_free(run_dir: Path) -> None:
@@ -333,10 +335,6 @@ def _is_list(value: Any) -> bool:
     from omegaconf import ListConfig
 
     return isinstance(value, list | tuple | ListConfig)
-
-
-def _first_process() -> bool:
-    return all(os.environ.get(name, "0") in ("", "0") for name in RANK_VARIABLES)
 
 
 def _get(cfg: Any, key: str, default: Any = None) -> Any:

@@ -33,6 +33,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from rsbench.errors import ConfigError
 from rsbench.methods.prerequisites import Prerequisite
 from rsbench.runs.cli import config_dir, override_key
+from rsbench.runs.precheck import require_file
 from rsbench.runs.resume import TRAINED, settings
 from rsbench.runs.status import read_status
 
@@ -84,9 +85,7 @@ def check_given(cfg: DictConfig) -> None:
         ConfigError: naming the argument and the path.
     """
     for prerequisite in declared(cfg):
-        given = cfg.method.get(prerequisite.argument)
-        if given and not Path(given).expanduser().is_file():
-            raise ConfigError(f"method.{prerequisite.argument}={given!r} is not a file")
+        require_file(f"method.{prerequisite.argument}", cfg.method.get(prerequisite.argument))
 
 
 def plan_prerequisites(cfg: DictConfig) -> list[PlannedRun]:

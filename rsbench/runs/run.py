@@ -35,7 +35,7 @@ from rsbench.noise_distributions import noise_distribution
 from rsbench.runs.certify_callback import CertifyCallback
 from rsbench.runs.epoch_seed import EpochSeed
 from rsbench.runs.loggers import CSVLogger, wandb_run_id
-from rsbench.runs.precheck import check_method_epoch
+from rsbench.runs.precheck import check_method_epoch, no_gpu_error, require_file
 from rsbench.runs.prerequisites import check_given
 from rsbench.runs.progress_lines import TrainingProgress
 from rsbench.runs.quiet import certification_owns_the_display, quiet_lightning
@@ -54,8 +54,7 @@ def check_config(cfg: DictConfig) -> None:
         raise ConfigError(str(error)) from None
     if not cfg.train and not cfg.ckpt_path:
         raise ConfigError("train=false certifies an existing checkpoint: pass ckpt_path=<path to a .ckpt>")
-    if cfg.ckpt_path and not Path(cfg.ckpt_path).expanduser().is_file():
-        raise ConfigError(f"ckpt_path={cfg.ckpt_path!r} is not a file")
+    require_file("ckpt_path", cfg.ckpt_path)
     if cfg.test_ckpt not in ("best", "last"):
         raise ConfigError(f"test_ckpt must be 'best' or 'last', got {cfg.test_ckpt!r}")
     if not cfg.train and not cfg.test:
@@ -155,10 +154,7 @@ def check_accelerator(accelerator: str) -> None:
     if accelerator not in ("gpu", "cuda") or torch.cuda.is_available():
         return
     why = "this torch was built without CUDA" if torch.version.cuda is None else "torch finds no CUDA device"
-    raise ConfigError(
-        f"trainer.accelerator={accelerator} (trainer=gpu) needs a GPU, and this machine has none ({why}): use "
-        "trainer=default (a GPU when there is one, else the CPU) or trainer=cpu"
-    )
+    raise no_gpu_error(accelerator, why)
 
 
 def build_loggers(cfg: DictConfig) -> list[Logger]:
