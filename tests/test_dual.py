@@ -30,7 +30,6 @@ from rsbench.certify.dual import (
     combine,
     dual_row,
     dual_rows,
-    envelope,
     fixed_n,
     router_labels,
     router_seed,
@@ -85,10 +84,6 @@ def test_combine_abstains_when_the_router_or_the_expert_abstains() -> None:
 def test_router_labels_pick_the_largest_radius_with_ties_to_the_smallest_sigma() -> None:
     radii = np.array([[0.2, 0.5, 0.9], [0.0, 0.0, 0.0], [0.6, 0.6, 0.1], [0.3, 0.0, 0.0]])
     assert router_labels(radii).tolist() == [2, 0, 0, 0]
-
-
-def test_envelope_is_the_per_radius_maximum() -> None:
-    assert envelope([{"0.0": 0.5, "0.25": 0.1}, {"0.25": 0.3, "0.5": 0.2}]) == {"0.0": 0.5, "0.25": 0.3, "0.5": 0.2}
 
 
 def test_router_noise_is_independent_of_the_experts() -> None:

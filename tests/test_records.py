@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from rsbench.certify.metrics import average_certified_radius, certified_accuracy, radius_grid, radius_key
+from rsbench.certify.metrics import average_certified_radius, certified_accuracy, envelope, radius_grid, radius_key
 from rsbench.certify.records import (
     COLUMNS,
     CertificationRow,
@@ -179,3 +180,15 @@ def test_certification_indices(args: tuple[int, int, int, int | None], expected:
 
 def test_max_images_is_a_count_not_an_index() -> None:
     assert len(certification_indices(10_000, skip=20, max_images=7)) == 7  # Cohen's --max compared indices
+
+
+def test_envelope_is_the_per_radius_maximum() -> None:
+    nan = float("nan")
+    best, which = envelope([[0.5, 0.1, nan], [nan, 0.3, 0.2], [nan, nan, nan]])
+    assert best.tolist() == [0.5, 0.3, 0.2]  # exact: the envelope copies values, it computes none
+    assert which.tolist() == [0, 1, 1]
+    best, which = envelope([[nan, 0.4], [nan, 0.4]])
+    assert math.isnan(best[0])  # no curve has a value at this radius
+    assert which.tolist() == [-1, 0]  # ... so no curve reaches it; a tie goes to the first curve
+    with pytest.raises(ValueError, match="shape"):
+        envelope([0.5, 0.3])
