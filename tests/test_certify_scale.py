@@ -22,21 +22,19 @@ from rsbench.certify.sequential import LookSchedule, certify_group, certify_sequ
 from rsbench.certify.settings import CertifySettings, Protocol, SequentialSchedule
 from rsbench.errors import ConfigError, ProtocolMismatchError
 from rsbench.runs.run import run
-from tests.classifiers import Linear
+from tests.classifiers import Linear, Recorder
 from tests.helpers import QUIET, ROOT, compose_config
 
 
-class Recorder(nn.Module):
-    """A classifier that votes by the image's mean brightness (class = round(10 * mean)) and records its inputs."""
+class Brightness10(nn.Module):
+    """Votes by the image's mean brightness (class = round(10 * mean)) and keeps the dtype each forward computed in."""
 
     def __init__(self) -> None:
         super().__init__()
         self.scale = nn.Parameter(torch.ones(()))
-        self.batches: list[torch.Tensor] = []
         self.dtypes: list[torch.dtype] = []
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        self.batches.append(z.detach().clone())
         logits = nn.functional.linear(z.flatten(1)[:, :1] * 0 + 1, torch.ones(1, 1) * self.scale)  # autocast probe
         self.dtypes.append(logits.dtype)
         target = (z.flatten(1).mean(dim=1) * 10).round().clamp(0, 9).long()
@@ -53,7 +51,7 @@ def linear_at_margin(margin: float, dim: int = 16, seed: int = 0) -> tuple[Linea
 
 def test_packed_batches_give_each_image_its_own_counts() -> None:
     images = torch.stack([torch.full((1, 4, 4), v) for v in (0.1, 0.5, 0.9)])
-    smooth = Smooth(Recorder(), 10, sigma=0.001)
+    smooth = Smooth(Recorder(Brightness10()), 10, sigma=0.001)
     counts = smooth.sample_counts_batch(images, 70, batch_size=100)  # images straddle the batch boundaries
     assert counts.tolist()[0][1] == 70
     assert counts.tolist()[1][5] == 70
@@ -73,16 +71,16 @@ def test_packing_does_not_change_any_certificate() -> None:
 
 
 def test_autocast_runs_the_network_in_bf16_on_fp32_noise() -> None:
-    recorder = Recorder()
+    recorder = Recorder(Brightness10())
     Smooth(recorder, 10, 0.25, precision="bf16").sample_counts(torch.rand(1, 4, 4), 50, 50)
     assert recorder.batches[0].dtype == torch.float32  # the noise and the noisy input stay fp32
-    assert recorder.dtypes[0] == torch.bfloat16  # the network ran under autocast
+    assert recorder.model.dtypes[0] == torch.bfloat16  # the network ran under autocast
     with pytest.raises(ValueError, match="precision must be one of"):
         Smooth(recorder, 10, 0.25, precision="int8")  # type: ignore[arg-type]
 
 
 def test_channels_last_buffers_hold_gaussian_noise_around_the_image() -> None:
-    recorder = Recorder()
+    recorder = Recorder(Brightness10())
     x = torch.rand(3, 8, 8)
     Smooth(recorder, 10, 0.25, channels_last=True).sample_counts(x, 400, 400, torch.Generator().manual_seed(0))
     batch = recorder.batches[0]
@@ -99,7 +97,7 @@ def test_channels_last_draws_the_same_noise_as_the_default_layout_for_one_channe
     for channels in (1, 3):
         x = torch.rand(channels, 8, 8)
         for channels_last in (False, True):
-            recorder = Recorder()
+            recorder = Recorder(Brightness10())
             smooth = Smooth(recorder, 10, 0.25, channels_last=channels_last)
             smooth.sample_counts(x, 300, 300, torch.Generator().manual_seed(0))
             batches[channels, channels_last] = recorder.batches[0]

@@ -22,15 +22,7 @@ import torch
 from rsbench.certify.records import read_rows
 from rsbench.runs.job import run_with_prerequisites
 from rsbench.runs.prerequisites import plan_prerequisites
-from tests.helpers import QUIET, ROOT, compose_config
-
-HEAVY = ("torch", "scipy", "pandas", "statsmodels", "pytorch_lightning", "optuna", "submitit")
-
-
-def environment(**extra: str) -> dict[str, str]:
-    """The test environment for a child: this checkout first on the path, no allocator re-exec, W&B offline."""
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    return {**os.environ, "PYTHONPATH": path, "RSBENCH_KEEP_ALLOCATOR": "1", "WANDB_MODE": "offline", **extra}
+from tests.helpers import HEAVY, QUIET, ROOT, compose_config, environment
 
 
 def rsbench(

@@ -17,12 +17,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from rsbench.errors import CheckpointMismatchError
 from rsbench.methods import Batch, GaussianAugmentation, SmoothingModule
 from rsbench.runs.prerequisites import declared
-from tests.helpers import CONF_DIR, SGD, compose_config, identity_linear, quiet_trainer
-
-
-def fixed_noise(module: SmoothingModule, noise: torch.Tensor) -> None:
-    """Make the module's noise sampler return ``noise`` (scaled by nothing) instead of a random draw."""
-    module.sample_noise = lambda like, sigma=None, generator=None: noise.to(like.dtype)  # type: ignore[method-assign]
+from tests.helpers import CONF_DIR, SGD, compose_config, fixed_noise, identity_linear, quiet_trainer
 
 
 def test_gaussian_loss_on_a_hand_checkable_case() -> None:

@@ -41,9 +41,9 @@ from rsbench.methods.smoothadv import SmoothAdv, warmed_up_epsilon
 from rsbench.methods.smoothmix import SmoothMix, warmup_factor
 from rsbench.methods.teacher import TeacherKey, cache_path, load_teacher, teacher_soft_labels
 from rsbench.stop import StopRequested
-from tests.helpers import identity_linear, quiet_trainer, save_checkpoint
+from tests.classifiers import Recorder
+from tests.helpers import SGD, fixed_noise, identity_linear, quiet_trainer, save_checkpoint
 
-SGD = functools.partial(torch.optim.SGD, lr=0.1)
 IDENTITY = ([[1.0, 0.0], [0.0, 1.0]], [0.0, 0.0])
 S = 1 / math.sqrt(2)
 
@@ -55,31 +55,6 @@ def image(*pixels: float) -> Tensor:
 
 def zero_noise(rows: int) -> Tensor:
     return torch.zeros(rows, 1, 1, 2)
-
-
-def fixed_noise(module: SmoothingModule, noise: Tensor) -> list[int]:
-    """Make the module's sampler return ``noise`` (``like``-shaped rows of it); return a list counting the draws."""
-    calls: list[int] = []
-
-    def sample(like: Tensor, sigma: Any = None, generator: Any = None) -> Tensor:
-        calls.append(1)
-        return noise[: like.shape[0]].to(like.dtype).clone()
-
-    module.sample_noise = sample  # type: ignore[method-assign]
-    return calls
-
-
-class Recorder(nn.Module):
-    """Wraps a model and records every input batch it sees."""
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.model = model
-        self.inputs: list[Tensor] = []
-
-    def forward(self, x: Tensor) -> Tensor:
-        self.inputs.append(x.detach().clone())
-        return self.model(x)
 
 
 def bn_net() -> Classifier:
@@ -161,9 +136,9 @@ def test_noise_is_fixed_across_the_attack_steps() -> None:
     x = torch.rand(3, 1, 1, 2) * 0.5 + 0.25
     noise = torch.randn(3 * 4, 1, 1, 2)
     pgd_l2_smoothed(net, x, torch.tensor([0, 1, 0]), noise, epsilon=0.3, num_steps=4)
-    first = net.inputs[0]
+    first = net.batches[0]
     assert torch.allclose(first, x.repeat_interleave(4, 0) + noise)  # delta starts at 0
-    for later in net.inputs[1:]:
+    for later in net.batches[1:]:
         shift = (later - first).view(3, 4, 1, 1, 2)
         assert torch.allclose(shift, shift[:, :1].expand_as(shift), atol=1e-6)  # one delta per image, same noise
 
@@ -369,8 +344,8 @@ def test_smoothmix_one_step_trains_the_ce_on_the_one_step_adversary() -> None:
     fixed_noise(module, zero_noise(1))
     module.training_loss(Batch(image(0.5, 0.5), torch.tensor([0]), torch.arange(1)))
     # 2 attack forwards, then the clean-side forward (on init), then the mixup forward
-    assert len(recorder.inputs) == 4
-    assert torch.allclose(recorder.inputs[2], image(0.5 - 0.1 * S, 0.5 + 0.1 * S), atol=1e-5)
+    assert len(recorder.batches) == 4
+    assert torch.allclose(recorder.batches[2], image(0.5 - 0.1 * S, 0.5 + 0.1 * S), atol=1e-5)
 
 
 def test_smoothmix_warmup_scales_eta_and_maxnorm_s(monkeypatch: pytest.MonkeyPatch) -> None:

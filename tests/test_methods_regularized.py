@@ -3,7 +3,6 @@ MACER's numerical guards and lambda schedule, one Lightning step each, and their
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any
 
@@ -23,9 +22,8 @@ from rsbench.methods.base import Batch, SmoothingModule
 from rsbench.methods.consistency import ConsistencyRegularization
 from rsbench.methods.macer import MACER
 from rsbench.methods.stability import StabilityTraining
-from tests.helpers import quiet_trainer
+from tests.helpers import SGD, fixed_noise, quiet_trainer
 
-SGD = functools.partial(torch.optim.SGD, lr=0.1)
 LN3 = math.log(3.0)
 
 
@@ -42,12 +40,6 @@ def images(logits: list[list[float]] | np.ndarray) -> torch.Tensor:
     """Images whose (clean) logits under :func:`logits_net` are the given rows."""
     rows = torch.as_tensor(np.asarray(logits), dtype=torch.float32)
     return rows.view(len(rows), 1, 1, -1)
-
-
-def fixed_noise(module: SmoothingModule, noise: list[list[float]] | np.ndarray) -> None:
-    """Make every noise draw of ``module`` return ``noise`` (one row per noisy input, sigma not applied)."""
-    rows = images(noise)
-    module.sample_noise = lambda like, sigma=None, generator=None: rows.to(like.dtype)  # type: ignore[method-assign]
 
 
 def record_logits(module: SmoothingModule) -> list[torch.Tensor]:
@@ -81,7 +73,7 @@ def batch_of(x: torch.Tensor, y: list[int], sigma: torch.Tensor | None = None) -
 
 def test_stability_loss_on_a_hand_checkable_case() -> None:
     module = StabilityTraining(logits_net(2), sigma=0.5, optimizer=SGD, lbd=2.0)
-    fixed_noise(module, [[-LN3, 0.0]])
+    fixed_noise(module, images([[-LN3, 0.0]]))
     out = module.training_loss(batch_of(images([[LN3, 0.0]]), [0]))
     # clean softmax (0.75, 0.25): CE = -ln 0.75; noisy logits (0, 0): H(p_clean, (0.5, 0.5)) = ln 2
     assert out.loss.item() == pytest.approx(-math.log(0.75) + 2.0 * math.log(2.0), rel=1e-6)
@@ -95,7 +87,7 @@ def test_stability_loss_on_a_hand_checkable_case() -> None:
 
 def test_consistency_loss_on_a_hand_checkable_case() -> None:
     module = ConsistencyRegularization(logits_net(2), sigma=0.5, optimizer=SGD, num_noise=2, lbd=10.0, eta=0.5)
-    fixed_noise(module, [[0.0, 0.0], [-LN3, 0.0]])  # the two copies of the image: (ln 3, 0) and (0, 0)
+    fixed_noise(module, images([[0.0, 0.0], [-LN3, 0.0]]))  # the two copies of the image: (ln 3, 0) and (0, 0)
     out = module.training_loss(batch_of(images([[LN3, 0.0]]), [0]))
     # p_1 = (0.75, 0.25), p_2 = (0.5, 0.5), p_bar = (0.625, 0.375)
     cross_entropy = (-math.log(0.75) - math.log(0.5)) / 2
@@ -187,7 +179,7 @@ def test_macer_loss_on_a_hand_checkable_case(gamma: float, kept: bool) -> None:
     module = MACER(logits_net(2), sigma, SGD, num_noise=2, lbd=lbd, gamma=gamma, beta=1.0)
     # both images have copies with logits (ln 3, 0) and (0, 0): p_bar = (0.625, 0.375); image 0 has label 0
     # (correct), image 1 label 1 (misclassified: no robustness term)
-    fixed_noise(module, [[0.0, 0.0], [-LN3, 0.0], [0.0, 0.0], [-LN3, 0.0]])
+    fixed_noise(module, images([[0.0, 0.0], [-LN3, 0.0], [0.0, 0.0], [-LN3, 0.0]]))
     out = module.training_loss(batch_of(images([[LN3, 0.0], [LN3, 0.0]]), [0, 1]))
     classification = -math.log(0.625 + 1e-10) - math.log(0.375 + 1e-10)
     xi = norm.ppf(0.625) - norm.ppf(0.375)  # 0.637...
@@ -206,7 +198,7 @@ def test_macer_gradient_reaches_both_top_classes() -> None:
     y = np.array([0, 1, 2])  # images 0 and 1 are ranked correctly, image 2 is not
     noise = 0.3 * rng.normal(size=(size * k, classes))
     module = MACER(logits_net(classes), sigma, SGD, num_noise=k, lbd=lbd, gamma=gamma, beta=beta)
-    fixed_noise(module, noise)
+    fixed_noise(module, images(noise))
     outputs = record_logits(module)
     out = module.training_loss(batch_of(images(x), list(y)))
     out.loss.backward()
@@ -243,7 +235,7 @@ def test_macer_loss_and_gradients_stay_finite_at_extreme_probabilities(
     logits: list[float], label: int, beta: float
 ) -> None:
     module = MACER(logits_net(3), 1.0, SGD, num_noise=2, lbd=16.0, gamma=8.0, beta=beta)
-    fixed_noise(module, [[0.0, 0.0, 0.0], [0.5, -0.5, 0.0]])
+    fixed_noise(module, images([[0.0, 0.0, 0.0], [0.5, -0.5, 0.0]]))
     x = images([logits]).requires_grad_(True)
     out = module.training_loss(batch_of(x, [label]))
     out.loss.backward()
@@ -256,7 +248,7 @@ def test_macer_loss_and_gradients_stay_finite_at_extreme_probabilities(
 def test_macer_keeps_margins_that_fp32_would_round_away() -> None:
     # logits (20, 0): runner-up 2e-9, top-1 1 - 2e-9 (exactly 1.0 in fp32), xi = 11.76 <= gamma = 16
     module = MACER(logits_net(2), 1.0, SGD, num_noise=1, lbd=1.0, gamma=16.0, beta=1.0)
-    fixed_noise(module, [[0.0, 0.0]])
+    fixed_noise(module, images([[0.0, 0.0]]))
     x = images([[20.0, 0.0]]).requires_grad_(True)
     out = module.training_loss(batch_of(x, [0]))
     out.loss.backward()
@@ -270,7 +262,7 @@ def test_macer_keeps_margins_that_fp32_would_round_away() -> None:
 
 def test_macer_scales_each_hinge_by_its_own_sigma() -> None:
     module = MACER(logits_net(2), 0.5, SGD, num_noise=1, lbd=1.0, gamma=8.0, beta=1.0)
-    fixed_noise(module, [[0.0, 0.0], [0.0, 0.0]])
+    fixed_noise(module, images([[0.0, 0.0], [0.0, 0.0]]))
     x = images([[LN3, 0.0], [LN3, 0.0]])
     xi = norm.ppf(0.75) - norm.ppf(0.25)
     out = module.training_loss(batch_of(x, [0, 0], sigma=torch.tensor([0.5, 1.0])))
@@ -305,7 +297,7 @@ def test_macer_deferred_lambda_switches_on_in_training(tmp_path) -> None:
 
 def test_macer_loss_is_the_classification_loss_while_lambda_is_zero() -> None:
     module = MACER(logits_net(2), 0.5, SGD, num_noise=2, lbd=5.0, lbd_schedule="deferred", lbd_from_epoch=4)
-    fixed_noise(module, [[0.0, 0.0], [-LN3, 0.0]])
+    fixed_noise(module, images([[0.0, 0.0], [-LN3, 0.0]]))
     out = module.training_loss(batch_of(images([[LN3, 0.0]]), [0]))
     assert out.loss.item() == pytest.approx(-math.log(0.625 + 1e-10), rel=1e-6)
     assert out.terms["robustness"].item() > 0  # still computed and logged

@@ -19,14 +19,7 @@ from pathlib import Path
 import pytest
 
 from rsbench.runs.quiet import ADVERT, quiet_lightning
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def environment(**extra: str) -> dict[str, str]:
-    """The test environment for a child: this checkout first on the path, no allocator re-exec, W&B offline."""
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    return {**os.environ, "PYTHONPATH": path, "RSBENCH_KEEP_ALLOCATOR": "1", "WANDB_MODE": "offline", **extra}
+from tests.helpers import ROOT, environment
 
 
 def in_a_terminal(*args: str, timeout: float = 600) -> tuple[int, str]:

@@ -19,8 +19,7 @@ from rsbench.models import builders
 from rsbench.runs import job, precheck
 from rsbench.runs.datasets import dataset_info, datasets
 from rsbench.runs.lock import RunLock
-from tests.helpers import ROOT, compose_config
-from tests.test_cli import HEAVY, environment
+from tests.helpers import HEAVY, ROOT, compose_config, environment
 
 MORE_HEAVY = ("lightning", "lightning_fabric", "matplotlib")
 

@@ -14,22 +14,15 @@ import pytest
 
 from rsbench.certify.merge import main as merge_main
 from rsbench.certify.pipeline import Certification, merge_shards
-from rsbench.certify.records import RecordWriter, read_rows
+from rsbench.certify.records import RecordWriter
 from rsbench.certify.settings import CertifySettings
 from rsbench.certify.sharding import Sharding, check_shard
 from rsbench.errors import DamagedFileError, ProtocolMismatchError, RunDirectoryBusyError
 from tests.classifiers import IMAGES, SUBJECT
+from tests.helpers import untimed
 
 KEYS = {"n0": 20, "n": 200, "alpha": 0.01, "batch_size": 100}
 SUMMARY_KEYS = ("acr", "certified_accuracy", "abstain_rate", "num_images", "radius_cap", "subset", "mean_samples")
-
-
-def untimed(directory: Path, stem: str = "certify") -> list[tuple]:
-    """Every column of a record but ``time``."""
-    return [
-        (r.idx, r.label, r.predict, r.radius, r.correct, r.count, r.n, r.pA_lower, r.sigma, r.sound)
-        for r in read_rows(directory / f"{stem}.tsv")
-    ]
 
 
 def test_shards_slice_the_subset_like_ddp_ranks_and_cover_it_once() -> None:
@@ -84,9 +77,9 @@ def test_a_stopped_shard_resumes_and_the_merge_is_the_unsharded_run(tmp_path: Pa
     last = shards[0].run(SUBJECT, IMAGES)  # resumed after its rows: the last to finish merges
     assert last.summary is not None
 
-    assert untimed(shared) == untimed(tmp_path / "whole")
+    assert untimed(shared / "certify.tsv") == untimed(tmp_path / "whole" / "certify.tsv")
     if mode == "data_dependent":
-        assert untimed(shared, "certify_fixed_sigma") == untimed(tmp_path / "whole", "certify_fixed_sigma")
+        assert untimed(shared / "certify_fixed_sigma.tsv") == untimed(tmp_path / "whole" / "certify_fixed_sigma.tsv")
     assert sorted(p.name for p in shared.glob("*.tsv")) == sorted(p.name for p in (tmp_path / "whole").glob("*.tsv"))
     merged, alone = (json.loads((d / "metrics.json").read_text()) for d in (shared, tmp_path / "whole"))
     assert whole.summary is not None

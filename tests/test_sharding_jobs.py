@@ -5,7 +5,6 @@ shard stopped by SIGTERM and resumed, the automatic merge against the unsharded 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import signal
@@ -19,23 +18,13 @@ import pytest
 from rsbench.certify.records import read_rows
 from rsbench.errors import ConfigError
 from rsbench.runs.run import run
-from tests.helpers import QUIET, ROOT, compose_config
+from tests.helpers import QUIET, ROOT, compose_config, environment, untimed
 
 SUMMARY_KEYS = ("acr", "certified_accuracy", "abstain_rate", "num_images", "radius_cap", "subset", "model_fingerprint")
 
 
-def untimed(tsv: Path) -> list[tuple]:
-    """Every column of a record but ``time``."""
-    return [(r.idx, r.label, r.predict, r.radius, r.correct, r.count, r.n, r.pA_lower, r.sigma) for r in read_rows(tsv)]
-
-
 def command(*args: str) -> list[str]:
     return [sys.executable, "-m", "rsbench.certify", *args]
-
-
-def environment() -> dict[str, str]:
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    return {**os.environ, "PYTHONPATH": path, "RSBENCH_KEEP_ALLOCATOR": "1", "WANDB_MODE": "offline"}
 
 
 def finished(*args: str) -> subprocess.CompletedProcess[str]:

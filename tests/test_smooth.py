@@ -16,6 +16,7 @@ from rsbench.certify import Certificate
 from rsbench.certify import smooth as smooth_module
 from rsbench.certify.bounds import clopper_pearson_lower, min_certify_samples, min_predict_samples, radius_cap
 from rsbench.certify.seeding import ESTIMATION, SELECTION, derive_seed, make_generator
+from tests.classifiers import Recorder
 
 SHAPE = (3, 8, 8)
 D = math.prod(SHAPE)
@@ -58,26 +59,6 @@ class VoteSequence:
         assert labels.shape[0] == batch.shape[0], "more rows queried than votes prescribed"
         self.used += batch.shape[0]
         return one_hot_logits(labels, self.num_classes)
-
-
-class Recorder:
-    """Stores a copy of every batch (Smooth reuses its buffer) and answers ``answer(batch)`` (class 0 by default)."""
-
-    def __init__(self, num_classes: int = 2, answer=None) -> None:
-        self.num_classes, self.answer, self.batches = num_classes, answer, []
-
-    def __call__(self, batch: torch.Tensor) -> torch.Tensor:
-        self.batches.append(batch.detach().clone())
-        labels = torch.zeros(batch.shape[0]) if self.answer is None else self.answer(batch)
-        return one_hot_logits(labels, self.num_classes)
-
-    @property
-    def inputs(self) -> torch.Tensor:
-        return torch.cat(self.batches)
-
-    @property
-    def sizes(self) -> list[int]:
-        return [b.shape[0] for b in self.batches]
 
 
 class HalfSpace(nn.Module):
@@ -178,7 +159,7 @@ def test_selection_comes_first_and_is_used():
 
 
 def test_selection_batches_precede_estimation_batches():
-    recorder = Recorder()
+    recorder = Recorder(Constant(0, 2))
     Smooth(recorder, num_classes=2, sigma=0.25).certify(image(), n0=70, n=250, alpha=1e-3, batch_size=100)
     assert recorder.sizes == [70, 100, 100, 50]
 
@@ -187,10 +168,10 @@ def test_selection_and_estimation_use_their_own_seeded_streams():
     """With a seed, the first n0 rows CERTIFY queries are exactly the SELECTION stream's samples and the next n the
     ESTIMATION stream's (reproduced through the public ``sample_counts``), and the probe still abstains."""
     n0, n, seed, x = 50, 200, derive_seed(7, 3), image()
-    certifying = Recorder(num_classes=2)
+    certifying = Recorder(Constant(0, 2))
     Smooth(certifying, num_classes=2, sigma=0.5).certify(x, n0, n, 1e-3, batch_size=64, seed=seed)
 
-    reference = Recorder(num_classes=2)
+    reference = Recorder(Constant(0, 2))
     smooth = Smooth(reference, num_classes=2, sigma=0.5)
     smooth.sample_counts(x, n0, 64, make_generator("cpu", seed, SELECTION))
     smooth.sample_counts(x, n, 64, make_generator("cpu", seed, ESTIMATION))
@@ -266,7 +247,7 @@ def test_predict_uses_only_the_top_two_counts():
 
 
 def record_certify(x, sigma=0.5, n0=200, n=1000, batch_size=300, seed=None) -> Recorder:
-    recorder = Recorder()
+    recorder = Recorder(Constant(0, 2))
     Smooth(recorder, num_classes=2, sigma=sigma).certify(x, n0, n, 1e-3, batch_size, seed=seed)
     return recorder
 
@@ -336,7 +317,7 @@ def test_selection_and_estimation_streams_differ_for_one_seed():
 def test_predict_draws_its_own_stream():
     x, seed = image(), 17
     certify_rows = record_certify(x, n0=100, n=100, batch_size=100, seed=seed).inputs
-    recorder = Recorder()
+    recorder = Recorder(Constant(0, 2))
     Smooth(recorder, 2, 0.5).predict(x, 100, 0.05, 100, seed=seed)
     assert recorder.inputs.shape == (100, *SHAPE)
     assert_unrelated(recorder.inputs, certify_rows[:100], x)
@@ -350,7 +331,7 @@ def test_predict_draws_its_own_stream():
 )
 def test_batches_never_exceed_batch_size(n0, n, batch_size):
     """Memory depends on batch_size only: every batch has min(batch_size, rows left) rows, in the fewest calls."""
-    recorder = Recorder()
+    recorder = Recorder(Constant(0, 2))
     Smooth(recorder, 2, 0.25).certify(torch.zeros(1, 1, 1), n0, n, 1e-3, batch_size)
     selection_calls, estimation_calls = math.ceil(n0 / batch_size), math.ceil(n / batch_size)
     assert len(recorder.sizes) == selection_calls + estimation_calls
@@ -362,7 +343,7 @@ def test_batches_never_exceed_batch_size(n0, n, batch_size):
 
 
 def test_predict_batches_never_exceed_batch_size():
-    recorder = Recorder()
+    recorder = Recorder(Constant(0, 2))
     Smooth(recorder, 2, 0.25).predict(torch.zeros(1, 1, 1), 1001, 1e-3, 250)
     assert recorder.sizes == [250, 250, 250, 250, 1]
 
@@ -371,7 +352,7 @@ def test_predict_batches_never_exceed_batch_size():
 def test_noise_is_float32(dtype):
     """Whatever the input dtype, the classifier sees fp32 rows whose noise is not on a bf16/fp16 grid."""
     x = image().to(dtype)
-    recorder = Recorder()
+    recorder = Recorder(Constant(0, 2))
     Smooth(recorder, 2, 0.25).certify(x, 10, 100, 1e-3, 64, seed=1)
     assert {b.dtype for b in recorder.batches} == {torch.float32}
     rows = recorder.inputs
@@ -481,7 +462,7 @@ GOOD = {"n0": 10, "n": 100, "alpha": 1e-3, "batch_size": 50}
     ],
 )
 def test_certify_rejects_bad_arguments(override, pattern):
-    recorder = Recorder()
+    recorder = Recorder(Constant(0, 2))
     with pytest.raises(ValueError, match=pattern):
         Smooth(recorder, 2, 0.25).certify(image(), **{**GOOD, **override})
     assert recorder.batches == []  # validated before any sampling
@@ -494,19 +475,19 @@ def test_certify_rejects_bad_arguments(override, pattern):
 def test_predict_rejects_bad_arguments(override, pattern):
     kwargs = {"n": 100, "alpha": 1e-3, "batch_size": 50, **override}
     with pytest.raises(ValueError, match=pattern):
-        Smooth(Recorder(), 2, 0.25).predict(image(), **kwargs)
+        Smooth(Recorder(Constant(0, 2)), 2, 0.25).predict(image(), **kwargs)
 
 
 @pytest.mark.parametrize("sigma", [0.0, -0.25, float("nan"), float("inf")])
 def test_bad_sigma_rejected_at_construction(sigma):
     with pytest.raises(ValueError, match=rf"sigma.*{sigma!r}"):
-        Smooth(Recorder(), 2, sigma)
+        Smooth(Recorder(Constant(0, 2)), 2, sigma)
 
 
 @pytest.mark.parametrize("num_classes", [1, 0, -3])
 def test_fewer_than_two_classes_rejected(num_classes):
     with pytest.raises(ValueError, match=rf"num_classes.*{num_classes}"):
-        Smooth(Recorder(), num_classes, 0.25)
+        Smooth(Recorder(Constant(0, 2)), num_classes, 0.25)
 
 
 @pytest.mark.parametrize("logits_shape", [(3,), (3, 5), (3, 1, 2)])
