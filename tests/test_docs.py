@@ -15,7 +15,7 @@ from types import ModuleType
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, slug
 
 
 def load_make_docs() -> ModuleType:
@@ -55,6 +55,28 @@ def test_every_fragment_is_used_and_every_region_has_one() -> None:
     )
 
 
+def test_the_study_cards_say_which_studies_a_page_lists_in_the_order_of_its_sections(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cards = {"late": "[docs/p.md#second]", "early": "[docs/p.md#first]", "whole": "[docs/p.md]", "other": "[README.md]"}
+    for name, docs in cards.items():
+        (tmp_path / "experiments" / name).mkdir(parents=True)
+        (tmp_path / "experiments" / name / "card.yaml").write_text(f"docs: {docs}\n")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "p.md").write_text("# P\n\n```\n# Second\n```\n\n## First\n\n## Second\n")
+    monkeypatch.setattr(make_docs, "EXPERIMENTS", tmp_path / "experiments")
+    monkeypatch.setattr(make_docs, "ROOT", tmp_path)
+    make_docs.fed_by.cache_clear()
+    try:
+        assert make_docs.fed_by("docs/p.md") == ("whole", "early", "late")  # a heading in a code block is no section
+        (tmp_path / "experiments" / "late" / "card.yaml").write_text("docs: [docs/p.md#third]\n")
+        make_docs.fed_by.cache_clear()
+        with pytest.raises(ValueError, match=r"late/card.yaml: docs entry docs/p.md#third: docs/p.md has no such"):
+            make_docs.fed_by("docs/p.md")
+    finally:
+        make_docs.fed_by.cache_clear()
+
+
 def test_fill_replaces_a_stale_region_and_keeps_the_rest() -> None:
     """The check above can fail: a hand-typed figure inside a region is replaced by the records' figure."""
     typed = "before\n<!-- generated: default-run-output -->\nACR 0.9999\n<!-- /generated -->\nafter\n"
@@ -80,11 +102,6 @@ def test_the_quick_start_quotes_the_committed_default_run() -> None:
     metrics = json.loads((Path(first.source) / "metrics.json").read_text())
     readme = (ROOT / "README.md").read_text()
     assert f"ACR {metrics['acr']:.4f} over {metrics['num_images']} images" in readme
-
-
-def slug(heading: str) -> str:
-    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
-    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
 def anchors(page: Path) -> set[str]:

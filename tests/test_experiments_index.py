@@ -105,6 +105,34 @@ def test_every_break_of_the_layout_is_named_in_one_line(tmp_path: Path, capsys: 
     assert len(problems) == len(expected)
 
 
+def test_a_card_says_which_pages_it_feeds_in_known_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``docs`` names pages (README.md or docs/<page>.md, optionally #section) that exist; no other key is taken."""
+    study(tmp_path / "experiments", "fine", "  - {name: a, state: todo}")
+    card = tmp_path / "experiments" / "fine" / "card.yaml"
+    card.write_text(card.read_text() + "docs: [README.md#methods]\nmethods_table: [toy]\n")
+    (tmp_path / "README.md").write_text("# R\n\n## Methods\n")
+    cards = {
+        "bad_docs": "docs: [notes/x.md]\n",
+        "no_page": "docs: ['docs/none.md#a']\n",
+        "bad_methods": "methods_table: toy\n",
+        "extra": "feeds: [README.md]\n",
+    }
+    for name, extra in cards.items():
+        study(tmp_path / "experiments", name, "  - {name: a, state: todo}")
+        card = tmp_path / "experiments" / name / "card.yaml"
+        card.write_text(card.read_text() + extra)
+    assert tool_script("experiments_index").main(["--experiments", str(tmp_path / "experiments")]) == 1
+    problems = capsys.readouterr().err.splitlines()
+    pages = "pages (README.md or docs/<page>.md, optionally #<section>)"
+    assert sorted(problems) == [
+        "experiments_index: bad_docs/card.yaml: 'docs' must be a non-empty list of " + pages + ", got ['notes/x.md']",
+        "experiments_index: bad_methods/card.yaml: 'methods_table' must be a non-empty list of method names, got 'toy'",
+        "experiments_index: extra/card.yaml: unknown keys ['feeds'] (title, question, commands, machine, cells, "
+        "models, docs, methods_table)",
+        "experiments_index: no_page/card.yaml: docs names docs/none.md, which is not a page",
+    ]
+
+
 def test_only_an_in_progress_cell_keeps_its_resumable_checkpoints_and_its_note_says_how_far(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
