@@ -478,10 +478,10 @@ def test_an_optuna_search_goes_on_after_a_failed_trial(tmp_path: Path) -> None:
 
 @pytest.mark.slow  # 30-60 s on a quiet 2-core machine: make test-all
 def test_catrs_without_a_teacher_trains_the_gaussian_teacher_first_then_reuses_it(tmp_path: Path, caplog) -> None:
-    teachers = tmp_path / "teachers"
+    teachers = tmp_path / "teachers"  # the folder CAT-RS's card names, under prerequisite_dir
     overrides = (
         *("method=catrs", "experiment=smoke", "dataset.batch_size=32"),  # the smoke run's teacher votes N = 16
-        f"teacher_dir={teachers}",
+        f"prerequisite_dir={tmp_path}",
     )
     result = rsbench(*overrides, "logger=none", "certify.max_images=2", f"hydra.run.dir={tmp_path / 'run'}")
     assert result.returncode == 0, result.stderr
@@ -584,3 +584,5 @@ def test_the_teacher_is_trained_with_the_students_schedule(make_cfg) -> None:
     assert (teacher.cfg.method._target_, teacher.cfg.sigma) == ("rsbench.methods.GaussianAugmentation", 0.25)
     assert (teacher.cfg.trainer.max_epochs, list(teacher.cfg.scheduler.milestones)) == (150, [51, 101])
     assert teacher.cfg.dataset.name == "mnist"
+    # in the folder CAT-RS's card names, under the run's prerequisite_dir (the run layer names no method's folder)
+    assert teacher.directory.parent == Path("outputs") / "teachers" / "mnist"

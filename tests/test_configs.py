@@ -266,10 +266,10 @@ def test_every_certify_setting_is_a_schema_field_and_a_key_of_the_default_yaml(m
 
 def test_teachers_go_under_outputs_not_into_the_working_directory(make_cfg, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 21: method=catrs wrote teachers/ into the current folder (a sweep's jobs: the sweep folder's)."""
-    monkeypatch.delenv("RSBENCH_TEACHER_DIR", raising=False)
-    assert make_cfg().teacher_dir == "outputs/teachers"
-    monkeypatch.setenv("RSBENCH_TEACHER_DIR", "/shared/teachers")
-    assert make_cfg().teacher_dir == "/shared/teachers"
+    monkeypatch.delenv("RSBENCH_PREREQUISITE_DIR", raising=False)
+    assert make_cfg().prerequisite_dir == "outputs"  # CAT-RS's teachers in outputs/teachers (its card's folder)
+    monkeypatch.setenv("RSBENCH_PREREQUISITE_DIR", "/shared")
+    assert make_cfg().prerequisite_dir == "/shared"
 
 
 def test_a_gpu_trainer_on_a_machine_without_one_says_so(make_cfg, monkeypatch: pytest.MonkeyPatch) -> None:

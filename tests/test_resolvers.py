@@ -42,3 +42,15 @@ def test_explicit_value_replaces_the_lookup() -> None:
     cfg.sigma = 0.12
     cfg.method.lbd = 4.0
     assert cfg.method.lbd == 4.0
+
+
+def test_a_stored_config_of_the_teacher_folder_still_resolves_where_it_did() -> None:
+    """Runs made before prerequisite_dir keep ``teacher_dir: ${rs.teacher_dir:...}`` in .hydra/config.yaml."""
+    stored = OmegaConf.create(
+        {
+            "run": "${rs.teacher_dir:RunMode.RUN,multirun/x}",
+            "sweep": "${rs.teacher_dir:RunMode.MULTIRUN,multirun/x}",
+            "now": "${rs.prerequisite_dir:RunMode.MULTIRUN,multirun/x}",
+        }
+    )
+    assert (stored.run, stored.sweep, stored.now) == ("outputs/teachers", "multirun/x/teachers", "multirun/x")
