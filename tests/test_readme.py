@@ -6,7 +6,7 @@ imported (:func:`rsbench.runs.request.check_request`) and, when it is a single r
 ``--cfg job`` prints). ``python -m rsbench.report ...`` commands go through the report's own argument parser.
 Commands with placeholders (``<run dir>``, ``...``) are read as far as they are written. What only running can show
 (an empty subset, an unreachable radius cap) is refused by the run itself and has tests of its own
-(tests/test_cli.py).
+(tests/runs/test_cli.py).
 """
 
 from __future__ import annotations

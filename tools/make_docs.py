@@ -9,7 +9,7 @@ A page marks a generated region with an opening ``<!-- generated: NAME -->`` lin
 the studies (``experiments/<study>/runs/``: metrics.json, certify.tsv, .hydra/, the training CSV), each study's
 ``card.yaml``, the bench outputs committed as files, and the published numbers and released per-image logs rsbench
 ships (``rsbench/report/``). The text between the markers is replaced whole; everything outside them is the page's
-own. ``tests/test_docs.py`` regenerates every region and fails when a page and its records disagree.
+own. ``tests/tools/test_docs.py`` regenerates every region and fails when a page and its records disagree.
 
 The numbers are computed with the report's own code (:mod:`rsbench.report`), so a figure here is the figure
 ``python -m rsbench.report`` prints for the same runs.
