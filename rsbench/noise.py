@@ -18,6 +18,7 @@ from torch import Tensor
 from rsbench.noise_distributions import GAUSSIAN, NoiseDistribution
 
 SigmaLike = float | Tensor
+RandomStream = torch.Generator | None  # where noise is drawn from: a seeded generator, or the global stream
 """A scalar noise level, or one per example (shape ``[B]``) for data-dependent smoothing."""
 
 
@@ -79,12 +80,7 @@ class NoiseMixin:
         check_sigma(value)
         self._sigma = float(value)
 
-    def sample_noise(
-        self,
-        like: Tensor,
-        sigma: SigmaLike | None = None,
-        generator: torch.Generator | None = None,
-    ) -> Tensor:
+    def sample_noise(self, like: Tensor, sigma: SigmaLike | None = None, generator: RandomStream = None) -> Tensor:
         """Return ``sigma`` times a unit-variance draw of the noise, with the shape and device of ``like`` (fp32+).
 
         Args:
@@ -96,7 +92,7 @@ class NoiseMixin:
         noise = self.standard_normal(like, generator) if self.noise is GAUSSIAN else self.noise.unit(like, generator)
         return noise.mul_(_broadcastable(sigma, noise))
 
-    def standard_normal(self, like: Tensor, generator: torch.Generator | None = None) -> Tensor:
+    def standard_normal(self, like: Tensor, generator: RandomStream = None) -> Tensor:
         """Return a fresh ``N(0, I)`` draw with the shape and device of ``like``, in :func:`noise_dtype` of its dtype.
 
         The one source of every training method's noise: :meth:`sample_noise` (and through it :meth:`add_noise`,
@@ -109,12 +105,7 @@ class NoiseMixin:
         """
         return torch.randn(like.shape, dtype=noise_dtype(like.dtype), device=like.device, generator=generator)
 
-    def add_noise(
-        self,
-        x: Tensor,
-        sigma: SigmaLike | None = None,
-        generator: torch.Generator | None = None,
-    ) -> Tensor:
+    def add_noise(self, x: Tensor, sigma: SigmaLike | None = None, generator: RandomStream = None) -> Tensor:
         """Return ``x + eps`` with eps drawn fresh from the noise at sigma; the result is never clamped.
 
         Args:
@@ -125,11 +116,7 @@ class NoiseMixin:
         return x + self.sample_noise(x, sigma, generator)
 
     def noisy_copies(
-        self,
-        x: Tensor,
-        num_copies: int,
-        sigma: SigmaLike | None = None,
-        generator: torch.Generator | None = None,
+        self, x: Tensor, num_copies: int, sigma: SigmaLike | None = None, generator: RandomStream = None
     ) -> Tensor:
         """Return ``num_copies`` independent noisy copies of every image, grouped by image.
 
@@ -145,11 +132,7 @@ class NoiseMixin:
         return x.repeat_interleave(num_copies, dim=0) + self.noise_copies(x, num_copies, sigma, generator)
 
     def noise_copies(
-        self,
-        x: Tensor,
-        num_copies: int,
-        sigma: SigmaLike | None = None,
-        generator: torch.Generator | None = None,
+        self, x: Tensor, num_copies: int, sigma: SigmaLike | None = None, generator: RandomStream = None
     ) -> Tensor:
         """Return the noise alone of :meth:`noisy_copies`: ``[B * num_copies, ...]``, grouped by image.
 
@@ -168,7 +151,7 @@ class NoiseMixin:
         like = x.new_empty((x.shape[0] * num_copies, *x.shape[1:]))  # shape, dtype and device only
         return self.sample_noise(like, sigma, generator)
 
-    def fill_noisy(self, out: Tensor, x: Tensor, generator: torch.Generator | None = None) -> Tensor:
+    def fill_noisy(self, out: Tensor, x: Tensor, generator: RandomStream = None) -> Tensor:
         """Overwrite ``out`` with ``x + eps`` (eps: the noise at sigma) without allocating (CERTIFY's hot loop).
 
         Args:

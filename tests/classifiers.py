@@ -5,10 +5,35 @@ Test modules import them from here; each test module builds its own problems (ma
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
 from rsbench.certify.pipeline import Subject
+
+
+class Recorder(nn.Module):
+    """Wraps a base classifier and keeps a copy of every batch it is asked about (``Smooth`` reuses its buffer)."""
+
+    def __init__(self, model: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        super().__init__()
+        self.model = model
+        self.batches: list[torch.Tensor] = []
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        self.batches.append(z.detach().clone())
+        return self.model(z)
+
+    @property
+    def inputs(self) -> torch.Tensor:
+        """Every row asked about, in order."""
+        return torch.cat(self.batches)
+
+    @property
+    def sizes(self) -> list[int]:
+        """The size of each batch, in order."""
+        return [b.shape[0] for b in self.batches]
 
 
 class Linear(nn.Module):

@@ -7,12 +7,15 @@ the report), never from each other or from ``conftest.py`` (which holds the fixt
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
+import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from statistics import NormalDist
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytorch_lightning as pl
 import torch
@@ -27,6 +30,9 @@ from rsbench.certify.records import CertificationRow, read_rows
 from rsbench.checkpoint import make_checkpoint, write_checkpoint
 from rsbench.runs.certify_model import certify_model
 
+if TYPE_CHECKING:
+    from rsbench.methods import SmoothingModule
+
 ROOT = Path(__file__).resolve().parents[1]
 CONF_DIR = ROOT / "conf"
 
@@ -37,6 +43,9 @@ SMOKE = ("experiment=smoke", *QUIET)  # a seconds-long run: 4 training batches, 
 ComposeFn = Callable[..., DictConfig]
 
 SGD = functools.partial(torch.optim.SGD, lr=0.1)
+
+# the modules a torch-free start must not load
+HEAVY = ("torch", "scipy", "pandas", "statsmodels", "pytorch_lightning", "optuna", "submitit")
 
 
 def compose_config(*overrides: str, output_dir: Path | None = None, config_name: str = "config") -> DictConfig:
@@ -80,6 +89,11 @@ def rows(output_dir: Path) -> list[tuple]:
     return [(r.idx, r.label, r.predict, r.radius, r.count, r.n, r.sigma) for r in read_rows(output_dir / "certify.tsv")]
 
 
+def untimed(tsv: Path) -> list[tuple]:
+    """Every column of every row of the record ``tsv`` but ``time``: what two certifications of one subset share."""
+    return [tuple(v for k, v in dataclasses.asdict(r).items() if k != "time") for r in read_rows(tsv)]
+
+
 def row(idx: int, radius: float = 0.5, correct: bool = True, predict: int | None = None) -> CertificationRow:
     """A certification row of image ``idx``: label 3, predicted 3 when correct (else 5), 1000 of 1000 samples at sigma
     0.25, pA_lower the one that certifies ``radius`` (Phi(radius / sigma); 0.4 at an abstention)."""
@@ -100,3 +114,27 @@ def identity_linear(weight: list[list[float]], bias: list[float]) -> Classifier:
 def save_checkpoint(net: nn.Module, path: Path, sigma: float = 0.25, method: str = "standard") -> Path:
     """An rsbench checkpoint of ``net`` trained at ``sigma`` by ``method``, written by rsbench's checkpoint writer."""
     return write_checkpoint(make_checkpoint(net, sigma, method), path)
+
+
+def fixed_noise(module: SmoothingModule, noise: torch.Tensor) -> list[int]:
+    """Make every noise draw of ``module`` return the first rows of ``noise`` (as many as the draw asks for, in its
+    dtype, sigma not applied); the returned list gets one entry per draw."""
+    draws: list[int] = []
+
+    def sample(like: torch.Tensor, sigma: Any = None, generator: Any = None) -> torch.Tensor:
+        draws.append(1)
+        return noise[: like.shape[0]].to(like.dtype).clone()
+
+    module.sample_noise = sample  # type: ignore[method-assign]
+    return draws
+
+
+def environment(**extra: str) -> dict[str, str]:
+    """The test environment for a child: this checkout first on the path, no allocator re-exec, W&B offline."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, "RSBENCH_KEEP_ALLOCATOR": "1", "WANDB_MODE": "offline", **extra}
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")

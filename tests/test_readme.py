@@ -6,7 +6,7 @@ imported (:func:`rsbench.runs.request.check_request`) and, when it is a single r
 ``--cfg job`` prints). ``python -m rsbench.report ...`` commands go through the report's own argument parser.
 Commands with placeholders (``<run dir>``, ``...``) are read as far as they are written. What only running can show
 (an empty subset, an unreachable radius cap) is refused by the run itself and has tests of its own
-(tests/test_cli.py).
+(tests/runs/test_cli.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from hydra.core.global_hydra import GlobalHydra
 from rsbench.report.__main__ import parser as report_parser
 from rsbench.runs.cli import config_dir
 from rsbench.runs.request import check_request
-from tests.helpers import ROOT
+from tests.helpers import ROOT, slug
 
 CONFIGS = {"rsbench": "config", "rsbench.certify": "certify_model", "rsbench.importer": "importer"}
 PLACEHOLDER = re.compile(r"<[^>]*>|\.\.\.|…|/abs/path|mypkg")
@@ -112,8 +112,3 @@ def test_the_readme_is_a_short_guide_with_a_contents_list() -> None:
     assert len(anchors) >= 14
     assert set(anchors) <= headings, f"contents entries without a section: {set(anchors) - headings}"
     assert headings - {"contents"} <= set(anchors), f"sections missing from the contents: {headings - set(anchors)}"
-
-
-def slug(heading: str) -> str:
-    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
-    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")

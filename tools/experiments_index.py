@@ -2,7 +2,10 @@
 
 Every ``experiments/<study>/`` holds ``card.yaml`` (``title``, ``question``, ``commands``: the shell commands that
 make ``runs/`` and ``report/``, ``machine``, ``cells``: each ``name``, ``state`` done / in_progress / partial / todo
-and an optional ``note``; optionally ``models``: which trained models the study shares, or why none), its script(s),
+and an optional ``note``; optionally ``models``: which trained models the study shares, or why none; ``docs``: the
+pages whose generated regions read the study's records, each ``README.md`` or ``docs/<page>.md``, optionally with
+``#<section anchor>`` (``tools/make_docs.py`` reads it: which studies a page lists, in the order of their sections);
+``methods_table``: the methods whose Study column in the README's methods table links this study), its script(s),
 ``runs/<cell>/`` with records only (:data:`RECORDS`), ``report/`` (made by the commands) and ``NOTES.md`` (the
 narrative). A finished model worth sharing is a weights-only checkpoint with its card in
 ``models/`` (``tools/share_model.py``). A cell ``in_progress`` (a long run carried from one machine to the next) also
@@ -24,6 +27,7 @@ file.
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -35,6 +39,10 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = ("title", "question", "commands", "machine", "cells")
 """The keys every card has."""
+OPTIONAL_KEYS = ("models", "docs", "methods_table")
+"""The keys a card may have besides :data:`KEYS`."""
+PAGE = re.compile(r"(README\.md|docs/[\w./-]+\.md)(#[\w-]+)?")
+"""A ``docs`` entry: a page of the README or docs/, optionally with a section's anchor."""
 STATES = ("done", "in_progress", "partial", "todo")
 """A cell's states: records of the finished cell in runs/; an unfinished one carried on (its records and resumable
 state, :data:`RESUMABLE_STATE`); records of an unfinished one; nothing run yet."""
@@ -109,6 +117,11 @@ def card_problems(name: str, card: Any) -> list[str]:
     if not isinstance(card, Mapping):
         return [f"{name}/card.yaml: not a mapping of {', '.join(KEYS)}"]
     problems = [f"{name}/card.yaml: no {key!r}" for key in KEYS if key not in card]
+    unknown = sorted(set(card) - {*KEYS, *OPTIONAL_KEYS})
+    if unknown:
+        problems.append(f"{name}/card.yaml: unknown keys {unknown} ({', '.join((*KEYS, *OPTIONAL_KEYS))})")
+    problems += list_problems(name, card, "docs", "pages (README.md or docs/<page>.md, optionally #<section>)", PAGE)
+    problems += list_problems(name, card, "methods_table", "method names", re.compile(r"[a-z][a-z0-9_]*"))
     for key in ("title", "question", "machine", "models"):
         if key in card and not (isinstance(card[key], str) and card[key].strip()):
             problems.append(f"{name}/card.yaml: {key!r} must be a non-empty string")
@@ -134,6 +147,16 @@ def card_problems(name: str, card: Any) -> list[str]:
         if unknown:
             problems.append(f"{where} ({cell['name']}): unknown keys {unknown} (name, state, note)")
     return problems
+
+
+def list_problems(name: str, card: Mapping[str, Any], key: str, what: str, form: re.Pattern[str]) -> list[str]:
+    """A problem when the card's optional ``key`` is not a non-empty list of strings of the ``form`` (``what``)."""
+    if key not in card:
+        return []
+    value = card[key]
+    if isinstance(value, list) and value and all(isinstance(v, str) and form.fullmatch(v) for v in value):
+        return []
+    return [f"{name}/card.yaml: {key!r} must be a non-empty list of {what}, got {value!r}"]
 
 
 def file_problems(name: str, files: Sequence[PurePosixPath], card: Mapping[str, Any]) -> list[str]:
@@ -190,6 +213,12 @@ def load_studies(experiments: Path) -> tuple[list[Study], list[str]]:
             problems.append(f"{name}/card.yaml: not YAML ({error})")
             continue
         found = card_problems(name, card)
+        pages = {entry.partition("#")[0] for entry in (card.get("docs", []) if not found else [])}
+        found += [
+            f"{name}/card.yaml: docs names {page}, which is not a page"
+            for page in sorted(pages)
+            if not (experiments.parent / page).is_file()
+        ]
         if not found:
             own = [PurePosixPath(*path.parts[1:]) for path in files if path.parts[0] == name]
             found = file_problems(name, own, card)

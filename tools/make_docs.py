@@ -9,7 +9,7 @@ A page marks a generated region with an opening ``<!-- generated: NAME -->`` lin
 the studies (``experiments/<study>/runs/``: metrics.json, certify.tsv, .hydra/, the training CSV), each study's
 ``card.yaml``, the bench outputs committed as files, and the published numbers and released per-image logs rsbench
 ships (``rsbench/report/``). The text between the markers is replaced whole; everything outside them is the page's
-own. ``tests/test_docs.py`` regenerates every region and fails when a page and its records disagree.
+own. ``tests/tools/test_docs.py`` regenerates every region and fails when a page and its records disagree.
 
 The numbers are computed with the report's own code (:mod:`rsbench.report`), so a figure here is the figure
 ``python -m rsbench.report`` prints for the same runs.
@@ -147,15 +147,41 @@ def render(sections: Iterable[Section], heading: str = "####") -> str:
     return "\n".join(parts).rstrip("\n")
 
 
-MEASURED_STUDIES = (
-    "default_run",
-    "fashion_mnist_table",
-    "embedded_mnist_study",
-    "embedded_mnist_full_recipe",
-    "embedded_mnist_catrs_lambda",
-    "embedded_mnist_denoised",
-    "embedded_mnist_threat_models",
-)
+MEASUREMENTS = "docs/measurements.md"
+
+
+@functools.cache
+def fed_by(page: str) -> tuple[str, ...]:
+    """The studies whose card says they feed ``page``, in the order of their sections on the page.
+
+    A card's ``docs:`` entries are ``page`` or ``page#section``; a study naming the page alone comes first. Raises
+    naming a card whose section the page does not have.
+    """
+    placed: dict[str, int] = {}
+    for path in sorted(EXPERIMENTS.glob("*/card.yaml")):
+        study = path.parent.name
+        for entry in card(study).get("docs", []):
+            name, _, section = entry.partition("#")
+            if name == page:
+                where = section_position(page, section, study)
+                placed[study] = min(where, placed.get(study, where))
+    return tuple(sorted(placed, key=lambda study: (placed[study], study)))
+
+
+def section_position(page: str, section: str, study: str) -> int:
+    """Where the heading whose anchor is ``section`` starts on ``page``, code blocks left out (0 for no section)."""
+    if not section:
+        return 0
+    text = re.sub(r"```.*?```", "", (ROOT / page).read_text(), flags=re.S)
+    for heading in re.finditer(r"^#+ (.+)$", text, re.M):
+        if anchor(heading[1]) == section:
+            return heading.start()
+    raise ValueError(f"experiments/{study}/card.yaml: docs entry {page}#{section}: {page} has no such section")
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
 @fragment("measurements-sources")
@@ -163,7 +189,9 @@ def measurements_sources() -> str:
     """measurements: each study this page reads, its certified runs and the machines that certified them."""
     lines = ["| study | certified runs | certified on (from the runs' metrics.json) | machine (the study's card) |"]
     lines.append("|---|---|---|---|")
-    for study in MEASURED_STUDIES:
+    for study in fed_by(MEASUREMENTS):
+        if not (EXPERIMENTS / study / "runs").is_dir():  # a benchmark's outputs, quoted in its section: no runs
+            continue
         results = study_results(study)
         machine = card(study).get("machine", "-")
         lines.append(f"| {study_link(study)} | {len(results)} | {devices(results)} | {machine} |")
@@ -258,7 +286,14 @@ PUBLISHED_SOURCES = {  # the line each dataset's default follows (a card's publi
     "fashion_mnist": "catrs2023_logs_fmnist",
 }
 FASHION = "fashion_mnist_table"
-STUDIES = {"sun2025": "embedded_mnist_sun2025"}  # a method not yet in the Fashion-MNIST table: its own study
+
+
+def method_study(method: str) -> str:
+    """The study the README's methods table links for ``method`` ("-" when no card lists it in ``methods_table``)."""
+    for study in fed_by("README.md"):
+        if method in card(study).get("methods_table", []):
+            return study_link(study, 0)
+    return "-"
 
 
 def published_acr(source: str, method: str, variant: str | None = None) -> dict[float, str]:
@@ -321,7 +356,7 @@ def methods_table() -> str:
         ours = comparison[comparison["method"] == method] if not comparison.empty else comparison
         deltas = {float(line["sigma_value"]): str(line["ΔACR"]) for _, line in ours.iterrows()}
         result = acr_triple(deltas)
-        study = study_link(STUDIES.get(method, FASHION), 0)
+        study = method_study(method)
         lines.append(f"| `{method}` | {card.citation} | {cifar}; {fashion} | {result} | {study} |")
     return "\n".join(lines)
 

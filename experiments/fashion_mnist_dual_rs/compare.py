@@ -35,6 +35,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from rsbench.certify.dual import dual_rows
+from rsbench.certify.metrics import envelope
 from rsbench.certify.records import read_records, read_rows
 from rsbench.report.dual import certified_at, oracle_routing, routed_alone, router_binds
 from rsbench.report.stats import mcnemar_test, paired_difference
@@ -103,10 +104,11 @@ def main() -> None:
         *ddrs_header,
     ]
     per_radius, paired_rows = [], []
-    for r in args.radii:
+    best_sigma = envelope([[certified_at(experts[s], r).mean() for r in args.radii] for s in sigmas])[1]
+    for r, which in zip(args.radii, best_sigma, strict=True):
         dual_at = certified_at((dual_r, dual_c), r)
         at = {s: certified_at(experts[s], r) for s in sigmas}
-        best = max(sigmas, key=lambda s: at[s].mean())
+        best = sigmas[which]
         per_radius.append(
             [r, dual_at.mean(), certified_at(routed, r).mean(), *[at[s].mean() for s in sigmas]]
             + [at[best].mean(), best, certified_at(oracle, r).mean()]

@@ -333,16 +333,3 @@ def format_dual_summary(summary: Mapping[str, Any]) -> str:
         f"{summary['alpha']:g} + {summary['beta']:g} = {summary['failure_probability']:g}; abstained "
         f"{100 * summary['abstain_rate']:.1f}%)\ncertified accuracy: {accuracy}"
     )
-
-
-def envelope(curves: Iterable[Mapping[str, float]]) -> dict[str, float]:
-    """The per-radius maximum of several certified-accuracy curves (the best any single global sigma does there).
-
-    >>> envelope([{"0.0": 0.9, "0.5": 0.4}, {"0.0": 0.8, "0.5": 0.6, "1.0": 0.3}])
-    {'0.0': 0.9, '0.5': 0.6, '1.0': 0.3}
-    """
-    best: dict[str, float] = {}
-    for curve in curves:
-        for radius, value in curve.items():
-            best[radius] = max(best.get(radius, 0.0), value)
-    return dict(sorted(best.items(), key=lambda item: float(item[0])))

@@ -4,7 +4,7 @@ Cohen et al.'s theorem is about x + eps with eps exactly Gaussian. A float32 sam
 floats and ``x + eps`` is rounded, so the law of the noisy input depends on x through its low-order bits: a base
 classifier can read those bits, and Voráček and Hein ("Sound randomized smoothing in floating-point arithmetic",
 ICLR 2023) forge certificates that way (a radius 1.26 certified with an adversarial example at distance 0.8, and
-false certificates on CIFAR-10). ``tests/test_grid_noise.py`` builds such a classifier against rsbench's float
+false certificates on CIFAR-10). ``tests/certify/test_grid_noise.py`` builds such a classifier against rsbench's float
 noise. Their fix, read from vvoracek/Sound-Randomized-Smoothing (``certifier.py``) and reimplemented here: for images
 on the grid {0, 1/L, ..., 1} (L = 255 for 8-bit images), draw the noise itself on the grid,
 

@@ -12,6 +12,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 
 def certified_accuracy(radii: Sequence[float], correct: Sequence[bool], radius: float) -> float:
@@ -56,6 +57,28 @@ def certified_accuracy_curve(
 ) -> dict[str, float]:
     """Certified accuracy at each grid radius, keyed by :func:`radius_key`."""
     return {radius_key(r): certified_accuracy(radii, correct, r) for r in grid}
+
+
+def envelope(curves: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """The per-radius best of several certified-accuracy curves, and which curve reaches it.
+
+    ``curves`` holds one curve per row and one radius per column (a run that has no value at a radius, e.g. beyond
+    its radius cap, is NaN there and takes no part). Returns ``(best, which)``: ``best[j]`` is the highest value in
+    column ``j`` and ``which[j]`` the row of the first curve that reaches it; a column with no value has ``best`` NaN
+    and ``which`` -1. This is the envelope over sigma of Cohen et al.'s Fig. 7 and Salman et al.'s tables, and the
+    leaderboard's best entry per radius.
+
+    >>> best, which = envelope([[0.9, 0.4, float("nan")], [0.8, 0.6, 0.3], [0.9, 0.1, float("nan")]])
+    >>> best.tolist(), which.tolist()
+    ([0.9, 0.6, 0.3], [0, 1, 1])
+    """
+    values = np.asarray(curves, dtype=np.float64)
+    if values.ndim != 2 or values.shape[0] == 0:
+        raise ValueError(f"envelope needs a non-empty 2-d array of curves (one per row), got shape {values.shape}")
+    known = ~np.isnan(values)
+    which = np.where(known.any(axis=0), np.argmax(np.where(known, values, -np.inf), axis=0), -1)
+    best = np.where(which >= 0, values[np.maximum(which, 0), np.arange(values.shape[1])], np.nan)
+    return best, which
 
 
 def _arrays(radii: Sequence[float], correct: Sequence[bool]) -> tuple[np.ndarray, np.ndarray]:

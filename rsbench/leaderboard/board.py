@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from rsbench.certify import metrics
 from rsbench.leaderboard.entries import Entry
 from rsbench.published.pairing import pair_rows, restricted
 from rsbench.report.stats import Estimate, MeanInterval, proportion_interval
@@ -254,12 +255,16 @@ def envelope(board: Board) -> pd.DataFrame:
     with the most images (the narrowest interval), then the highest ACR, is named, the others are in ``tied``.
     """
     lines = []
-    for r in board.settings.radii:
-        known = [(e, board.numbers[e.name].accuracy[r]) for e in board.entries if r <= e.cap * (1 + 1e-9)]
-        known = [(e, a) for e, a in known if not math.isnan(a.value)]
-        if not known:
+    radii = board.settings.radii
+    curves = np.array([[_capped(board, e, r) for r in radii] for e in board.entries]).reshape(-1, len(radii))
+    tops = metrics.envelope(curves)[0] if board.entries else np.full(len(radii), math.nan)
+    for column, (r, top) in enumerate(zip(radii, tops, strict=True)):
+        if math.isnan(top):
             continue
-        top = max(a.value for _, a in known)
+        takes_part = ~np.isnan(curves[:, column])
+        known = [
+            (e, board.numbers[e.name].accuracy[r]) for e, part in zip(board.entries, takes_part, strict=True) if part
+        ]
         tied = [(e, a) for e, a in known if a.value >= top - TIE]
         tied.sort(key=lambda pair: (-pair[0].images, -board.numbers[pair[0].name].acr.value))
         best, estimate = tied[0]
@@ -278,6 +283,11 @@ def envelope(board: Board) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(lines)
+
+
+def _capped(board: Board, entry: Entry, radius: float) -> float:
+    """The entry's certified accuracy at ``radius``; NaN beyond its protocol's cap (0 there by construction)."""
+    return board.numbers[entry.name].accuracy[radius].value if radius <= entry.cap * (1 + 1e-9) else math.nan
 
 
 def pareto_front(board: Board) -> list[str]:

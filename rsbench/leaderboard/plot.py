@@ -20,6 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from rsbench.certify.metrics import envelope
 from rsbench.leaderboard.board import Board
 from rsbench.leaderboard.entries import Entry
 
@@ -64,8 +65,8 @@ def plot_board(board: Board, path: Path) -> Path:
         acr = board.numbers[entry.name].acr.value
         ax.plot(grid, values, lw=2.4, ls="--", zorder=3, label=_wrapped(f"{entry.name} (run), ACR {acr:.3f}"))
     fine = np.linspace(0.0, top, POINTS)
-    envelope = np.max([np.interp(fine, *curve(e, top), right=0.0) for e in board.entries], axis=0)
-    ax.plot(fine, envelope, color="black", lw=1.0, ls=":", zorder=4, label="envelope (best of any entry)")
+    top_curve = envelope([np.interp(fine, *curve(e, top), right=0.0) for e in board.entries])[0]
+    ax.plot(fine, top_curve, color="black", lw=1.0, ls=":", zorder=4, label="envelope (best of any entry)")
     ax.set_xlim(0, top)
     ax.set_ylim(0, 1)
     ax.set_xlabel("l2 radius")

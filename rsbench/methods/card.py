@@ -146,6 +146,7 @@ class MethodCard:
         execution_arguments: its arguments that change how fast it computes, not what (a batch size of the
             teacher's forward passes): left out of the report's settings, free to change when a run resumes.
         prerequisites: what it needs before it can train, in words (the class's ``prerequisites()`` computes it).
+        prerequisite_folder: the folder under ``prerequisite_dir`` its prerequisite runs are kept in (``teachers``).
         ddrs_base: whether data-dependent smoothing (``method=ddrs method.base=<name>``) can wrap it.
         method_epoch: from which epoch a checkpoint is this method, when its schedule starts with a phase of another
             method's loss (:class:`MethodEpoch`); ``None``: from the first epoch (epoch 0).
@@ -176,6 +177,7 @@ class MethodCard:
     path_arguments: tuple[str, ...] = ()
     execution_arguments: tuple[str, ...] = ()
     prerequisites: str = ""
+    prerequisite_folder: str = ""
     ddrs_base: bool = False
     method_epoch: MethodEpoch | None = None
     title: str = ""

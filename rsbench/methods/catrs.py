@@ -14,6 +14,7 @@ from rsbench.data.splits import dataset_labels
 from rsbench.errors import ConfigError
 from rsbench.methods.attacks import copies, frozen, noise_kl_pgd, smoothed_probs
 from rsbench.methods.base import Batch, SmoothingModule, StepOutput
+from rsbench.methods.catrs_card import CARD
 from rsbench.methods.hparams import check_choice, check_float, check_int
 from rsbench.methods.prerequisites import Prerequisite
 from rsbench.methods.teacher import load_teacher, teacher_key, teacher_soft_labels
@@ -114,7 +115,7 @@ class CATRS(SmoothingModule):
             overrides=("method=gaussian", f"sigma={TEACHER_SIGMA}"),
             keep=("trainer.max_epochs", "scheduler.milestones"),
             checkpoint="best",  # the epoch of best validation noisy accuracy, as the authors' teachers
-            root="teacher_dir",
+            folder=CARD.prerequisite_folder,
             name="CAT-RS teacher",
             description=f"the sigma={TEACHER_SIGMA} Gaussian model",
         )

@@ -27,6 +27,7 @@ CARD = MethodCard(
     ),
     prerequisites=(
         "with soft_label=teacher (the default), a Gaussian teacher trained at sigma=0.25 with the same recipe and "
-        "schedule: method.teacher_ckpt, or trained first into teacher_dir and reused when unset"
+        "schedule: method.teacher_ckpt, or trained first into <prerequisite_dir>/teachers and reused when unset"
     ),
+    prerequisite_folder="teachers",
 )

@@ -19,7 +19,7 @@ softmax), keeps sigma >= ``min_sigma``, and wraps rsbench's own base methods, so
 hinge on xi rather than the DDRS repository's hinge on the radius, and DS-SmoothAdv has no double softmax.
 
 The sigmas (the search and the memory) are kept in the images' noise dtype, float64 for float64 images; they were
-always float32 until the golden test of the search in train mode (``tests/test_golden.py``) showed a float64 run
+always float32 until the golden test of the search in train mode (``tests/methods/test_golden.py``) showed a float64 run
 drifting 7e-8 from the authors' numbers.
 
 Validation, test and fixed-sigma certification use the module's ``sigma``: a model trained this way is certified

@@ -27,8 +27,10 @@ class Prerequisite:
         keep: keys of this run's composed config the prerequisite takes as they are, e.g. its schedule
             (``trainer.max_epochs``, ``scheduler.milestones``) where a method's own recipe set one.
         checkpoint: which checkpoint of the prerequisite fills the argument: ``best`` or ``last``.
-        root: the config key of the folder prerequisite runs are kept in (each in ``<dataset>/<arch>_sigma<sigma>_
-            seed<seed>_<digest of its training settings>``), so that later runs reuse them.
+        folder: the folder its runs are kept in under the run's ``prerequisite_dir`` (``outputs/``, a sweep's own
+            folder, or ``$RSBENCH_PREREQUISITE_DIR``), each in ``<dataset>/<arch>_sigma<sigma>_seed<seed>_<digest of
+            its training settings>``, so that later runs reuse them; the method's card names it
+            (:attr:`rsbench.methods.card.MethodCard.prerequisite_folder`, CAT-RS: ``teachers``).
         name: how the log names it (``CAT-RS teacher``).
         description: what is trained, for the log (``the sigma=0.25 Gaussian model``).
     """
@@ -39,4 +41,4 @@ class Prerequisite:
     description: str
     keep: tuple[str, ...] = ()
     checkpoint: Literal["best", "last"] = "best"
-    root: str = "teacher_dir"
+    folder: str = "prerequisites"

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import yaml
 
+from rsbench.published.paths import Parsed
 from rsbench.report.load import ReportError, Result, read_cohen_tsv
 
 if TYPE_CHECKING:  # importlib.resources.abc is Python 3.11+; annotations only
@@ -78,16 +79,17 @@ class Summary:
         return None
 
 
-@dataclass(frozen=True)
-class ReleasedLog:
+@dataclass(frozen=True, kw_only=True)
+class ReleasedLog(Parsed):
     """One released log: where it came from, what it certifies, its numbers, and the file rsbench ships (if any).
+
+    What its path says it certifies (method, variant, dataset, arch, sigma, trained_sigma, setting, hparams, seed,
+    training, split) are the fields of :class:`~rsbench.published.paths.Parsed`, in rsbench's names.
 
     Attributes:
         repository: ``owner/name`` on GitHub.
         commit: the commit the file was read at.
         path: the file's path in that repository.
-        method, variant, dataset, arch, sigma: what it certifies, in rsbench's names (variant as ``key=value``: what
-            a rsbench row must have to be paired with it by the report).
         images: the number of certified images.
         n0, n, alpha: the certification protocol (alpha: the one its largest radius is consistent with).
         seconds_per_image: the median of the original's ``time`` column: the authors' wall clock per image (their
@@ -95,12 +97,6 @@ class ReleasedLog:
         file: the shipped copy, None where the licence does not let rsbench ship it.
         source: its card in ``sources.yaml``.
         sha256: of the original file.
-        setting: the authors' name of the configuration (their folder), "" for a method's one configuration.
-        hparams: the configuration in rsbench's hyperparameter names (``key=value;...``).
-        seed: the run's id where a setting has several runs, else "".
-        training: the training data.
-        split: ``test`` (the test or validation set) or ``train``.
-        trained_sigma: the sigma the model was trained at (``sigma`` is the one certified at).
         subset: which images, as a rule (``every 20th test image (500)``).
         alpha_note: why alpha differs from the card's, if it does.
         certify_seconds: the sum of the ``time`` column (nan where the log has none).
@@ -112,11 +108,6 @@ class ReleasedLog:
     repository: str
     commit: str
     path: str
-    method: str
-    variant: str
-    dataset: str
-    arch: str
-    sigma: float
     images: int
     n0: int
     n: int
@@ -125,12 +116,6 @@ class ReleasedLog:
     file: Path | None
     source: str = ""
     sha256: str = ""
-    setting: str = ""
-    hparams: str = ""
-    seed: str = ""
-    training: str = ""
-    split: str = "test"
-    trained_sigma: float = math.nan
     subset: str = ""
     alpha_note: str = ""
     certify_seconds: float = math.nan

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from rsbench.certify.metrics import envelope
 from rsbench.report.against_released import compare_released
 from rsbench.report.attack import attack_section
 from rsbench.report.dual import dual_section
@@ -129,14 +130,9 @@ def envelope_frame(rows: Sequence[Row], numbers: pd.DataFrame, keys: Sequence[st
             continue
         line: dict[str, object] = {"method": group["label"].iloc[0], **{k: group[k].iloc[0] for k in keys}}
         line["sigmas"] = ", ".join(sigma_text(s) for s in sorted(group["sigma"]))
-        for radius in options.radii:
-            column = radius_column(radius)
-            values = group[column]
-            if values.isna().all():
-                line[f"r={radius:g}"] = "-"
-                continue
-            best = values.idxmax()
-            line[f"r={radius:g}"] = f"{100 * values[best]:.1f} (σ={sigma_text(group.at[best, 'sigma'])})"
+        best, which = envelope(group[[radius_column(r) for r in options.radii]].to_numpy(dtype=float))
+        for radius, value, row in zip(options.radii, best, which, strict=True):
+            line[f"r={radius:g}"] = "-" if row < 0 else f"{100 * value:.1f} (σ={sigma_text(group['sigma'].iloc[row])})"
         lines.append(line)
     if not lines:
         return None

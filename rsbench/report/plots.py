@@ -25,6 +25,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from statsmodels.stats.proportion import proportion_confint
 
+from rsbench.certify.metrics import envelope
 from rsbench.report.rows import Row
 from rsbench.report.tables import Options
 
@@ -77,7 +78,7 @@ def plot_envelope(rows: Sequence[Row], path: Path) -> Path | None:
                 continue
             grid = np.linspace(0.0, _grid_end(members), GRID_POINTS)
             curves = np.array([curve(row, grid) for row in members])
-            (line,) = ax.plot(grid, curves.max(axis=0), lw=2, label=f"{curve_legend(members[0])}: envelope")
+            (line,) = ax.plot(grid, envelope(curves)[0], lw=2, label=f"{curve_legend(members[0])}: envelope")
             for row, values in zip(members, curves, strict=True):
                 ax.plot(grid, values, lw=0.6, alpha=0.4, color=line.get_color(), label=f"  sigma={row.first.sigma:g}")
         ax.set(title=f"{dataset}: envelope over sigma", xlabel="l2 radius", ylabel="certified accuracy", ylim=(0, 1))

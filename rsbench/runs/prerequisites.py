@@ -4,11 +4,11 @@ A method declares its prerequisites (:class:`rsbench.methods.prerequisites.Prere
 ``prerequisites`` class method of its ``_target_``); this module names none. For each prerequisite whose argument
 the config leaves unset, :func:`plan_prerequisites` composes the prerequisite's config from this run's own command
 line (its ``overrides`` replace the method, sigma and the run's role; its ``keep`` keys are copied), and names its run
-directory ``<root>/<dataset>/<arch>_sigma<sigma>_seed<seed>_<digest>/``, where ``root`` is the config key the method
-names (``teacher_dir``: ``outputs/teachers/``, a sweep's own folder, or ``$RSBENCH_TEACHER_DIR``) and the digest covers
-every training setting, so any other recipe gets its own. That directory is an ordinary run directory: the job
-trains a prerequisite before the run that needs it (:mod:`rsbench.runs.job`), reuses it once it completed, resumes it
-if it stopped half-way, and waits for another run that is training it.
+directory ``<prerequisite_dir>/<folder>/<dataset>/<arch>_sigma<sigma>_seed<seed>_<digest>/``, where
+``prerequisite_dir`` is ``outputs/``, a sweep's own folder, or ``$RSBENCH_PREREQUISITE_DIR``, ``folder`` the one the
+method's card names, and the digest covers every training setting, so any other recipe gets its own. That directory
+is an ordinary run directory: the job trains a prerequisite before the run that needs it (:mod:`rsbench.runs.job`),
+reuses it once it completed, resumes it if it stopped half-way, and waits for another run that is training it.
 
 ``python -m rsbench method=catrs dataset=cifar10 sigma=1.0`` without ``method.teacher_ckpt`` thus first trains the
 teacher the authors use, ``method=gaussian sigma=0.25`` with the same dataset, recipe, schedule and seed.
@@ -120,7 +120,7 @@ def _plan(cfg: DictConfig, prerequisite: Prerequisite) -> PlannedRun:
     recipe = json.dumps(settings(planned, keys), sort_keys=True, default=str)
     digest = hashlib.sha256(recipe.encode()).hexdigest()[:10]
     name = f"{planned.arch.arch}_sigma{planned.sigma}_seed{planned.seed}_{digest}"
-    directory = Path(cfg[prerequisite.root]).expanduser() / str(planned.dataset.name) / name
+    directory = Path(cfg.prerequisite_dir).expanduser() / prerequisite.folder / str(planned.dataset.name) / name
     OmegaConf.update(planned, "output_dir", str(directory))
     return PlannedRun(prerequisite, planned, overrides, directory)
 

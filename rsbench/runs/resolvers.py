@@ -75,7 +75,11 @@ def register_resolvers() -> None:
     OmegaConf.register_new_resolver("rs.job_dir", job_dir, replace=True)
     # ${rs.first:a,b}: a, or b when a is null (output_dir under --cfg job, before Hydra has made the run directory)
     OmegaConf.register_new_resolver("rs.first", first_set, replace=True)
-    OmegaConf.register_new_resolver("rs.teacher_dir", teacher_dir, replace=True)
+    OmegaConf.register_new_resolver("rs.prerequisite_dir", prerequisite_dir, replace=True)
+    # the form before prerequisite_dir, in the .hydra/config.yaml of runs made then: it still resolves as it did
+    OmegaConf.register_new_resolver(
+        "rs.teacher_dir", lambda *where: f"{prerequisite_dir(*where)}/teachers", replace=True
+    )
     OmegaConf.register_new_resolver("rs.certify_dir", certify_dir, replace=True)
     OmegaConf.register_new_resolver("rs.threat_suffix", threat_suffix, replace=True)
     # What the method cards say (rsbench/methods/*_card.py): a method's certification defaults, the importer's origins.
@@ -135,13 +139,15 @@ def certify_dir(kind: Any, _root_: Any = None) -> str:
     return naming.certify_dirname(str(kind), written_model, sigma)
 
 
-def teacher_dir(mode: Any, sweep_dir: Any) -> str:
-    """Where the runs a method needs first go: ``<sweep dir>/teachers`` in a sweep, else ``outputs/teachers``.
+def prerequisite_dir(mode: Any, sweep_dir: Any) -> str:
+    """Where the runs a method needs first go: a sweep's own folder in a sweep, else ``outputs``.
 
-    >>> teacher_dir("RunMode.MULTIRUN", "multirun/x"), teacher_dir("RunMode.RUN", "multirun/x")
-    ('multirun/x/teachers', 'outputs/teachers')
+    Each method's go in the folder its card names there (CAT-RS's teachers: ``outputs/teachers``).
+
+    >>> prerequisite_dir("RunMode.MULTIRUN", "multirun/x"), prerequisite_dir("RunMode.RUN", "multirun/x")
+    ('multirun/x', 'outputs')
     """
-    return f"{sweep_dir}/teachers" if str(mode).upper().endswith("MULTIRUN") else "outputs/teachers"
+    return str(sweep_dir) if str(mode).upper().endswith("MULTIRUN") else "outputs"
 
 
 def certify_default(key: Any, *methods: Any) -> Any:

@@ -1,0 +1,1 @@
+"""Tests of rsbench's certify (the layout of tests/ follows the package's)."""

@@ -1,0 +1,1 @@
+"""Tests of rsbench's experiments (the layout of tests/ follows the package's)."""
