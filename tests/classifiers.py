@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from rsbench.certify.pipeline import Subject
+from rsbench.certify.pipeline.certification import Subject
 
 
 class Linear(nn.Module):

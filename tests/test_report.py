@@ -19,7 +19,7 @@ import pytest
 import yaml
 from scipy.stats import norm
 
-from rsbench.certify.bounds import radius_cap
+from rsbench.certify.algorithm.bounds import radius_cap
 from rsbench.report.__main__ import main
 from rsbench.report.load import ReportError, find_results, read_cohen_tsv
 from rsbench.report.plots import curve_legend

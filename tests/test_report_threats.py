@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from rsbench.attack.records import AttackRow, append_image
-from rsbench.certify.records import read_rows
+from rsbench.certify.pipeline.records import read_rows
 from rsbench.report.__main__ import main
 from tests.run_folders import make_run, radii_of, run_report
 

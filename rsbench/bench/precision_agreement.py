@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rsbench.certify.records import CertificationRow, read_rows
+from rsbench.certify.pipeline.records import CertificationRow, read_rows
 
 
 def compare(first: list[CertificationRow], second: list[CertificationRow], step: float = 0.25) -> dict[str, float]:

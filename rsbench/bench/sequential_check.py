@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from rsbench.bench import replay
-from rsbench.certify.records import CertificationRow, read_rows
+from rsbench.certify.pipeline.records import CertificationRow, read_rows
 
 
 def load(run: Path) -> tuple[dict[str, Any], dict[str, Any], list[CertificationRow]]:

@@ -1,7 +1,7 @@
 """``python -m rsbench.certify.merge <folder>``: merge the shards of a sharded certification by hand.
 
-The last shard to finish merges on its own (:func:`rsbench.certify.pipeline.merge_shards`); this command does the
-same from the files alone (no model, no dataset): every shard's ``certify.shard<k>-of-<K>.tsv`` into
+The last shard to finish merges on its own (:func:`rsbench.certify.pipeline.certification.merge_shards`); this command
+does the same from the files alone (no model, no dataset): every shard's ``certify.shard<k>-of-<K>.tsv`` into
 ``certify.tsv`` in the subset's order, then ``metrics.json`` and ``certified_accuracy.png``, exactly as an
 unsharded run writes them. It refuses, naming the shards, while any image is missing, and merging a merged folder
 again rewrites the same files. See docs/sharding.md.
@@ -14,7 +14,7 @@ import logging
 import sys
 from pathlib import Path
 
-SHARDS = "certify_shards.json"  # (rsbench.certify.pipeline.SHARDS, without importing torch to check the folder)
+SHARDS = "certify_shards.json"  # (pipeline.certification.SHARDS, without importing torch to check the folder)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    from rsbench.certify.pipeline import merge_shards  # (torch: only once the folders are checked)
+    from rsbench.certify.pipeline.certification import merge_shards  # (torch: only once the folders are checked)
     from rsbench.errors import user_message
 
     for folder in args.folders:

@@ -2,7 +2,7 @@
 
 * ``labels``: CERTIFY every expert at a small n on the training images (the subset ``labels.start/skip/max_images``)
   and keep every expert's radius per image (0 where it abstains or is wrong), from which ``method=router`` makes
-  the paper's soft labels; the argmax label is kept too (:func:`rsbench.certify.dual.router_labels`). Writes
+  the paper's soft labels; the argmax label is kept too (:func:`rsbench.certify.algorithm.dual.router_labels`). Writes
   ``router_labels.pt`` (:data:`~rsbench.methods.router_loss.LABELS_VERSION`: ``version``, ``labels`` [N_train], -1
   where not labelled, ``radii`` [N_train, K], NaN where not labelled, ``sigmas``, ``protocol``); resumable
   (``router_labels.partial.pt``, saved every minute).
@@ -18,10 +18,10 @@
   ``certify_protocol.json``, ``metrics.json`` (with alpha, beta and their sum) and the plot. ``expert_records``
   reuses each expert's own certification of the same images (same seed and protocol, checked against its
   ``certify_protocol.json`` and the expert's weights; a sound Gaussian l2 certificate,
-  :mod:`rsbench.certify.dual_checks`): then only the router runs. The stage builds the
-  :class:`~rsbench.certify.dual_run.DualSubject` and certifies it with the one pipeline
-  (:class:`rsbench.certify.pipeline.Certification`): resume, shards (``certify.shard`` / ``num_shards``, merged by
-  the last), progress, cost, summary and plot are the pipeline's.
+  :mod:`rsbench.certify.pipeline.dual_checks`): then only the router runs. The stage builds the
+  :class:`~rsbench.certify.pipeline.dual_run.DualSubject` and certifies it with the one pipeline
+  (:class:`rsbench.certify.pipeline.certification.Certification`): resume, shards (``certify.shard`` / ``num_shards``,
+  merged by the last), progress, cost, summary and plot are the pipeline's.
 """
 
 from __future__ import annotations
@@ -41,16 +41,21 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from rsbench.archs.classifier import weights_fingerprint
-from rsbench.certify.dual import router_labels
-from rsbench.certify.dual_checks import check_dual_threat, expert_record_problems, refuse_expert_record, unsound_rows
-from rsbench.certify.dual_run import DualSubject, smoothed
-from rsbench.certify.pipeline import Certification, Subject
-from rsbench.certify.progress import progress
-from rsbench.certify.records import PROTOCOL, read_records
-from rsbench.certify.seeding import derive_seed
-from rsbench.certify.settings import CertifySettings
-from rsbench.certify.smooth import Certificate, Smooth
-from rsbench.certify.subset import indices_digest, require_images
+from rsbench.certify.algorithm.dual import router_labels
+from rsbench.certify.algorithm.seeding import derive_seed
+from rsbench.certify.algorithm.smooth import Certificate, Smooth
+from rsbench.certify.pipeline.certification import Certification, Subject
+from rsbench.certify.pipeline.dual_checks import (
+    check_dual_threat,
+    expert_record_problems,
+    refuse_expert_record,
+    unsound_rows,
+)
+from rsbench.certify.pipeline.dual_run import DualSubject, smoothed
+from rsbench.certify.pipeline.progress import progress
+from rsbench.certify.pipeline.records import PROTOCOL, read_records
+from rsbench.certify.pipeline.settings import CertifySettings
+from rsbench.certify.pipeline.subset import indices_digest, require_images
 from rsbench.errors import ConfigError
 from rsbench.files import save_atomically
 from rsbench.methods.router_loss import LABELS_VERSION
@@ -82,7 +87,7 @@ def build_experts(cfg: DictConfig, datamodule: Any) -> list[Any]:
 def smooth_of(
     classifier: torch.nn.Module, classes: int, sigma: float, settings: CertifySettings, device: torch.device
 ) -> Smooth:
-    """The smoothed ``classifier`` on ``device`` at ``sigma`` (:func:`rsbench.certify.dual_run.smoothed`)."""
+    """The smoothed ``classifier`` on ``device`` at ``sigma`` (:func:`rsbench.certify.pipeline.dual_run.smoothed`)."""
     return smoothed(classifier.to(device), classes, sigma, settings)
 
 
@@ -312,8 +317,8 @@ def expert_record_reader(
 
     A record is refused, naming what differs and what is allowed, unless it is a sound Gaussian l2 certificate of
     ``dataset`` at this run's precision and grid noise, every reused row marked sound
-    (:func:`rsbench.certify.dual_checks.expert_record_problems`), and certified with this run's n0, n, alpha, seed, mode
-    (and sequential design) of the same expert's weights at its sigma.
+    (:func:`rsbench.certify.pipeline.dual_checks.expert_record_problems`), and certified with this run's n0, n, alpha,
+    seed, mode (and sequential design) of the same expert's weights at its sigma.
     """
     protocol = settings.protocol
     cache: dict[int, dict[int, Certificate]] = {}

@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as error:
         print(f"rsbench: error: {error}", file=sys.stderr)
         return 2
-    from rsbench.certify.checked_runs import check_inputs
+    from rsbench.certify.pipeline.checked_runs import check_inputs
     from rsbench.errors import RsbenchError
 
     try:  # the runs' records checked before torch, pandas and SciPy load: a damaged one is refused at once

@@ -30,8 +30,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rsbench.certify.dual_checks import check_dual_threat
-from rsbench.certify.subset import certification_indices, require_images
+from rsbench.certify.pipeline.dual_checks import check_dual_threat
+from rsbench.certify.pipeline.subset import certification_indices, require_images
 from rsbench.errors import ConfigError
 from rsbench.methods.card import find_card, first_method_epoch
 from rsbench.runs.cli import DUAL, MULTIRUN_FLAGS, Command, config_dir
