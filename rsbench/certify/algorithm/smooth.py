@@ -153,36 +153,13 @@ class Smooth(NoiseMixin):
         return self.certify_batch(x.unsqueeze(0), n0, n, alpha, batch_size, seeds=[seed])[0]
 
     def certify_batch(
-        self,
-        xs: Tensor,
-        n0: int,
-        n: int,
-        alpha: float,
-        batch_size: int,
-        *,
-        seeds: Sequence[int | None] | None = None,
+        self, xs: Tensor, n0: int, n: int, alpha: float, batch_size: int, *, seeds: Sequence[int | None] | None = None
     ) -> list[Certificate]:
-        """CERTIFY each image of ``xs`` independently (:meth:`certify_each`, collected in order).
-
-        Args:
-            xs: images ``[K, C, H, W]`` in [0,1] pixel space.
-            n0: selection samples per image.
-            n: estimation samples per image.
-            alpha: the failure probability of each certificate.
-            batch_size: noisy samples per forward pass.
-            seeds: one seed per image (``None`` entries, or no list: fresh noise).
-        """
+        """CERTIFY each image of ``xs`` independently: :meth:`certify_each`'s certificates, in the images' order."""
         return [cert for _, cert in self.certify_each(xs, n0, n, alpha, batch_size, seeds=seeds)]
 
     def certify_each(
-        self,
-        xs: Tensor,
-        n0: int,
-        n: int,
-        alpha: float,
-        batch_size: int,
-        *,
-        seeds: Sequence[int | None] | None = None,
+        self, xs: Tensor, n0: int, n: int, alpha: float, batch_size: int, *, seeds: Sequence[int | None] | None = None
     ) -> Iterator[tuple[int, Certificate]]:
         """CERTIFY each image of ``xs``; yield ``(position in xs, certificate)`` as each one is decided.
 
@@ -261,14 +238,8 @@ class Smooth(NoiseMixin):
             seeds: one seed per image, as given to :meth:`select`.
             extra_seconds: time already spent per image (its share of the selection), added to ``seconds``.
         """
-        _check_positive(n0=n0, n=n, batch_size=batch_size)
-        check_alpha(alpha)
-        if n < min_certify_samples(alpha):
-            warnings.warn(
-                f"CERTIFY with n={n} at alpha={alpha} always abstains: even n of n votes give "
-                f"pA_lower = alpha^(1/n) < 0.5; use n >= {min_certify_samples(alpha)} (the papers use 100,000)",
-                stacklevel=3,
-            )
+        minimum, because = min_certify_samples(alpha), "pA_lower = alpha^(1/n) < 0.5"
+        _check_request("CERTIFY", n, alpha, minimum, because, " (the papers use 100,000)", n0=n0, batch_size=batch_size)
         start = time.perf_counter()
         device = self.device_for(xs)
         streams = [_generator(device, seed, ESTIMATION) for seed in _seeds(seeds, len(xs))]
@@ -310,14 +281,8 @@ class Smooth(NoiseMixin):
             batch_size: noisy samples per forward pass.
             seed: makes the sample stream reproducible; fresh noise when ``None``.
         """
-        _check_positive(n=n, batch_size=batch_size)
-        check_alpha(alpha)
-        if n < min_predict_samples(alpha):
-            warnings.warn(
-                f"PREDICT with n={n} at alpha={alpha} always abstains: even n of n votes give a p-value of "
-                f"2 * 0.5^n > alpha; use n >= {min_predict_samples(alpha)}",
-                stacklevel=2,
-            )
+        minimum, because = min_predict_samples(alpha), "a p-value of 2 * 0.5^n > alpha"
+        _check_request("PREDICT", n, alpha, minimum, because, batch_size=batch_size)
         counts = self.sample_counts(x, n, batch_size, _generator(self.device_for(x), seed, PREDICTION))
         top_two = np.argsort(counts)[::-1][:2]
         count_a, count_b = int(counts[top_two[0]]), int(counts[top_two[1]])
@@ -428,6 +393,22 @@ def _seeds(seeds: Sequence[int | None] | None, count: int) -> list[int | None]:
     if len(seeds) != count:
         raise ValueError(f"got {len(seeds)} seeds for {count} images")
     return seeds
+
+
+def _check_request(step: str, n: int, alpha: float, minimum: int, because: str, note: str = "", **counts: int) -> None:
+    """Refuse a count below 1 or an alpha outside (0, 1); warn when ``step`` with ``n`` samples can only abstain.
+
+    ``minimum`` is the fewest samples with which n of n votes can decide at ``alpha``, ``because`` what n of n votes
+    give below it.
+    """
+    _check_positive(n=n, **counts)
+    check_alpha(alpha)
+    if n < minimum:
+        warnings.warn(
+            f"{step} with n={n} at alpha={alpha} always abstains: even n of n votes give {because}; use n >= "
+            f"{minimum}{note}",
+            stacklevel=4,
+        )
 
 
 def _check_positive(**values: int) -> None:
