@@ -13,7 +13,7 @@ does the same, so ``sigma=0.5`` is the same noise power whichever noise is chose
 
 Every draw is made in float32 (float64 for float64 inputs) on the input's device from an optional
 ``torch.Generator``, so certification can seed its streams per image; noise is never clamped. Which norm each noise
-certifies, and with which closed form, is :mod:`rsbench.certify.certificates`' business, not this module's.
+certifies, and with which closed form, is :mod:`rsbench.certify.algorithm.certificates`' business, not this module's.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from rsbench.certify.pipeline import Subject
+from rsbench.certify.pipeline.certification import Subject
 
 
 class Recorder(nn.Module):

@@ -26,7 +26,7 @@ from omegaconf import DictConfig, open_dict
 from torch import nn
 
 from rsbench.archs import Classifier
-from rsbench.certify.records import CertificationRow, read_rows
+from rsbench.certify.pipeline.records import CertificationRow, read_rows
 from rsbench.checkpoint import make_checkpoint, write_checkpoint
 from rsbench.runs.certify_model import certify_model
 

@@ -15,10 +15,10 @@ import pandas as pd
 import yaml
 from scipy.stats import norm
 
-from rsbench.certify.bounds import radius_cap
-from rsbench.certify.records import CertificationRow, write_record
-from rsbench.certify.subset import indices_digest
-from rsbench.certify.summary import summarize, write_metrics
+from rsbench.certify.algorithm.bounds import radius_cap
+from rsbench.certify.pipeline.records import CertificationRow, write_record
+from rsbench.certify.pipeline.subset import indices_digest
+from rsbench.certify.pipeline.summary import summarize, write_metrics
 from rsbench.report.__main__ import main
 
 N, ALPHA = 10_000, 0.001  # the protocol every run folder records: n estimation draws at confidence 1 - alpha

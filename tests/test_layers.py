@@ -15,7 +15,7 @@ import pytest
 from tests.helpers import ROOT
 
 PACKAGE = ROOT / "rsbench"
-LAYERS: dict[str, int] = {
+LAYERS: dict[str, float] = {
     # 1: what every layer uses
     "rsbench.errors": 1,
     "rsbench.noise": 1,
@@ -27,8 +27,11 @@ LAYERS: dict[str, int] = {
     "rsbench.data": 2,
     "rsbench.archs": 2,
     "rsbench.checkpoint": 2,
-    # 3: the certification algorithm and pipeline, Lightning-free, knowing no method
+    # 3: certification, Lightning-free, knowing no method: the algorithm, and above it the run pipeline (3.5)
     "rsbench.certify": 3,
+    "rsbench.certify.algorithm": 3,
+    "rsbench.certify.pipeline": 3.5,
+    "rsbench.certify.merge": 3.5,  # the command that merges the pipeline's shards
     # 4: the training methods (LightningModules), built on the algorithm (CAT-RS's teacher votes, DS^2's search)
     "rsbench.methods": 4,
     # 5: what can be certified and how it is read
@@ -56,7 +59,7 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
 
 
-def layer(module: str) -> int:
+def layer(module: str) -> float:
     """The layer of a module: its entry in :data:`LAYERS` (the longest prefix), or :data:`TOP` for entry points."""
     if module in ENTRY_POINTS or module.endswith(".__main__"):
         return TOP

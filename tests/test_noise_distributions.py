@@ -12,7 +12,7 @@ import pytest
 import torch
 from scipy.stats import kstest
 
-from rsbench.certify.smooth import Smooth
+from rsbench.certify.algorithm.smooth import Smooth
 from rsbench.noise import NoiseMixin
 from rsbench.noise_distributions import GAUSSIAN, NOISES, noise_distribution
 from tests.stats import noise_cdfs

@@ -36,7 +36,7 @@ import pandas as pd  # noqa: E402
 import yaml  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
-from rsbench.certify.summary import format_summary  # noqa: E402
+from rsbench.certify.pipeline.summary import format_summary  # noqa: E402
 from rsbench.methods.card import method_card, table_methods  # noqa: E402
 from rsbench.published.catalogue import released_logs  # noqa: E402
 from rsbench.report.against_released import compare_released, matching_log  # noqa: E402

@@ -18,8 +18,8 @@ import tempfile
 import torch
 
 from rsbench.bench.certify_throughput import MODELS
-from rsbench.certify.pipeline import Certification, Subject
-from rsbench.certify.settings import CertifySettings
+from rsbench.certify.pipeline.certification import Certification, Subject
+from rsbench.certify.pipeline.settings import CertifySettings
 
 
 def main() -> None:

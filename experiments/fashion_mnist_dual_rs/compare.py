@@ -34,9 +34,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from rsbench.certify.dual import dual_rows
-from rsbench.certify.metrics import envelope
-from rsbench.certify.records import read_records, read_rows
+from rsbench.certify.pipeline.dual_records import dual_rows
+from rsbench.certify.pipeline.metrics import envelope
+from rsbench.certify.pipeline.records import read_records, read_rows
 from rsbench.report.dual import certified_at, oracle_routing, routed_alone, router_binds
 from rsbench.report.stats import mcnemar_test, paired_difference
 

@@ -41,10 +41,10 @@ from rsbench.attack import records
 from rsbench.attack.pgd import distance, smoothed_pgd
 from rsbench.attack.records import AttackRow, append_image, check_attack_protocol, read_attack_rows, write_rows
 from rsbench.attack.settings import AttackSettings
-from rsbench.certify.metrics import radius_key
-from rsbench.certify.records import CertificationRow
-from rsbench.certify.seeding import derive_seed, make_generator
-from rsbench.certify.smooth import Smooth
+from rsbench.certify.algorithm.seeding import derive_seed, make_generator
+from rsbench.certify.algorithm.smooth import Smooth
+from rsbench.certify.pipeline.metrics import radius_key
+from rsbench.certify.pipeline.records import CertificationRow
 from rsbench.errors import RsbenchError
 from rsbench.methods.attacks import frozen
 

@@ -8,9 +8,10 @@ attack and PREDICT took. All rows of an image are appended and flushed together,
 most the image in flight; ``attack_protocol.json`` beside them refuses to continue rows made with other settings.
 
 The record is another file with another meaning than ``certify.tsv`` (several rows per image, one per attack
-radius), on the same machinery: one validating reader (:func:`rsbench.certify.validate.read_table`, here with
-:func:`check_attack_rows`), one appending writer (:class:`rsbench.certify.records.RecordWriter`: the header checked,
-a line cut by a crash dropped) and one atomic rewrite (:func:`rsbench.certify.records.write_record`).
+radius), on the same machinery: one validating reader
+(:func:`rsbench.certify.pipeline.validate.read_table`, here with :func:`check_attack_rows`), one appending writer
+(:class:`rsbench.certify.pipeline.records.RecordWriter`: the header checked, a line cut by a crash dropped) and one
+atomic rewrite (:func:`rsbench.certify.pipeline.records.write_record`).
 
 **What is refused.** A row with a missing column or a field of the wrong type (named with its line), and an
 impossible row: a negative index or label, a negative or non-finite radius, distance or time, a perturbation
@@ -34,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from rsbench.certify.records import CertificationRow, RecordWriter, write_record
-from rsbench.certify.validate import UNKNOWN, Facts, Refuse, Table, read_table
+from rsbench.certify.pipeline.records import CertificationRow, RecordWriter, write_record
+from rsbench.certify.pipeline.validate import UNKNOWN, Facts, Refuse, Table, read_table
 from rsbench.errors import DamagedFileError, ProtocolMismatchError
 from rsbench.files import write_text_atomically
 
@@ -121,7 +122,7 @@ def check_attack_rows(
 ) -> None:
     """Refuse an impossible ``attack.tsv`` row (the module doc): the first one found names its line.
 
-    ``facts`` and ``radius_text`` are unused (the shape of :data:`rsbench.certify.validate.RowCheck`).
+    ``facts`` and ``radius_text`` are unused (the shape of :data:`rsbench.certify.pipeline.validate.RowCheck`).
     """
     if not len(table):
         return

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from rsbench.certify.bounds import check_alpha
+from rsbench.certify.algorithm.bounds import check_alpha
 from rsbench.errors import ConfigError
 
 ATTACKS: tuple[str, ...] = ("smoothadv",)

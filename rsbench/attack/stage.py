@@ -15,11 +15,11 @@ from typing import Any
 
 from rsbench.attack.evaluate import attack_certified, check_certificates
 from rsbench.attack.settings import AttackSettings
-from rsbench.certify.pipeline import IndexedImages, Subject
-from rsbench.certify.records import CertificationRow
-from rsbench.certify.settings import CertifySettings
-from rsbench.certify.smooth import Smooth
-from rsbench.certify.summary import write_metrics
+from rsbench.certify.algorithm.smooth import Smooth
+from rsbench.certify.pipeline.certification import IndexedImages, Subject
+from rsbench.certify.pipeline.records import CertificationRow
+from rsbench.certify.pipeline.settings import CertifySettings
+from rsbench.certify.pipeline.summary import write_metrics
 
 log = logging.getLogger(__name__)
 

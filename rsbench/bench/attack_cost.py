@@ -25,10 +25,10 @@ import torch
 from torch import nn
 
 from rsbench.attack import AttackSettings, attack_certified
-from rsbench.certify.caps import fixed_n_cap
-from rsbench.certify.metrics import radius_grid
-from rsbench.certify.records import CertificationRow
-from rsbench.certify.smooth import Smooth
+from rsbench.certify.algorithm.caps import fixed_n_cap
+from rsbench.certify.algorithm.smooth import Smooth
+from rsbench.certify.pipeline.metrics import radius_grid
+from rsbench.certify.pipeline.records import CertificationRow
 from rsbench.data.sources import embedded_mnist
 from rsbench.models.builders import checkpoint
 from rsbench.runs.floor import CommandParser

@@ -14,14 +14,14 @@ same images with n0 + n noisy samples per image:
   rewritten here as the reference code's baseline;
 - ``art``: IBM ART's ``PyTorchRandomizedSmoothing.certify`` (``sample_size`` = n0; needs the ``bench`` extra);
 - ``pipeline``: what ``python -m rsbench`` and ``python -m rsbench.certify`` run, whole:
-  :class:`rsbench.certify.pipeline.Certification` on the images as a test set, into a fresh folder (seeds per image,
-  records written and flushed row by row, progress, the summary, ``metrics.json`` and the plot); its one-off cost
-  per run (everything but the images: measured by running it again on its finished folder) is printed, and
+  :class:`rsbench.certify.pipeline.certification.Certification` on the images as a test set, into a fresh folder (seeds
+  per image, records written and flushed row by row, progress, the summary, ``metrics.json`` and the plot); its one-off
+  cost per run (everything but the images: measured by running it again on its finished folder) is printed, and
   ``pipeline (images only)`` is its rate without it, what a run of many images approaches;
-- ``rsbench``: the pipeline's composition alone, :func:`rsbench.certify.groups.certify_images` in fp32 over groups
-  of :func:`~rsbench.certify.groups.images_together` images (batch_size // min(n0, n): the n0 selection samples fill
-  whole batches too), and one image at a time; with ``--variants``, also ``bf16`` autocast, ``channels_last`` and
-  ``compile`` (torch.compile; its compile time is reported separately);
+- ``rsbench``: the pipeline's composition alone, :func:`rsbench.certify.algorithm.groups.certify_images` in fp32 over
+  groups of :func:`~rsbench.certify.algorithm.groups.images_together` images (batch_size // min(n0, n): the n0
+  selection samples fill whole batches too), and one image at a time; with ``--variants``, also ``bf16`` autocast,
+  ``channels_last`` and ``compile`` (torch.compile; its compile time is reported separately);
 - ``smooth``: Cohen et al.'s API, :meth:`rsbench.Smooth.certify` one image at a time.
 
 It prints noisy samples per second (median over repeats) and each variant's ratio to the forward pass and to ART.
@@ -54,11 +54,11 @@ from torch import nn
 
 from rsbench.archs import CifarResNet, Classifier, LeNet
 from rsbench.archs.resnet import imagenet_resnet50
-from rsbench.certify.groups import certify_images, images_together
-from rsbench.certify.pipeline import Certification, Subject
-from rsbench.certify.seeding import derive_seed
-from rsbench.certify.settings import CertifySettings
-from rsbench.certify.smooth import Smooth
+from rsbench.certify.algorithm.groups import certify_images, images_together
+from rsbench.certify.algorithm.seeding import derive_seed
+from rsbench.certify.algorithm.smooth import Smooth
+from rsbench.certify.pipeline.certification import Certification, Subject
+from rsbench.certify.pipeline.settings import CertifySettings
 from rsbench.models.ensemble import Ensemble
 from rsbench.runs.allocator import GLIBC_TUNABLES, OPT_OUT, reexec_with_fast_allocator
 from rsbench.runs.floor import CommandParser
@@ -276,13 +276,10 @@ def ensemble_cost(arch: str, args: argparse.Namespace) -> tuple[float, float]:
         member, shape = MODELS[arch]()
         members.append(member.eval().to(args.device))
     xs = torch.rand(args.images, *shape, device=args.device)
-    packing = max(1, args.batch_size // min(args.n0, args.n))
-    seeds = list(range(args.images))
+    packing = images_together(args.batch_size, args.n0, args.n)
 
     def certify(smooth: Smooth) -> None:
-        for first in range(0, len(xs), packing):
-            part = slice(first, first + packing)
-            smooth.certify_batch(xs[part], args.n0, args.n, 0.001, args.batch_size, seeds=seeds[part])
+        _rsbench_variant(smooth, packing, args)(xs)
 
     ensemble = Smooth(Ensemble(members, "logits"), 10, args.sigma)
     singles = [Smooth(member, 10, args.sigma) for member in members]

@@ -64,14 +64,19 @@ def certify_callback(package: str, settings: dict[str, Any]) -> Callable[[str], 
     """``output_dir -> CertifyCallback`` of the version in ``package``, certifying with the flat ``settings``.
 
     Since the run layer became a package the callback is ``runs.certify_callback.CertifyCallback(settings,
-    output_dir)``; before, ``callbacks.CertifyCallback(output_dir=..., **flat settings)``.
+    output_dir)``; before, ``callbacks.CertifyCallback(output_dir=..., **flat settings)``. The settings are
+    ``certify.pipeline.settings`` since certify/ has two folders, ``certify.settings`` before.
     """
     try:
         callback = importlib.import_module(f"{package}.runs.certify_callback").CertifyCallback
     except ModuleNotFoundError:
         old = importlib.import_module(f"{package}.callbacks").CertifyCallback
         return lambda output_dir: old(output_dir=output_dir, **settings)
-    grouped = importlib.import_module(f"{package}.certify.settings").CertifySettings.from_keys(**settings)
+    try:  # certify/ in two folders; before, certify/settings.py
+        module = importlib.import_module(f"{package}.certify.pipeline.settings")
+    except ModuleNotFoundError:
+        module = importlib.import_module(f"{package}.certify.settings")
+    grouped = module.CertifySettings.from_keys(**settings)
     return lambda output_dir: callback(grouped, output_dir)
 
 

@@ -31,7 +31,7 @@ from torch import nn
 from rsbench.archs.denoiser import DenoisedClassifier, DnCNN
 from rsbench.archs.diffusion import DiffusionDenoiser, load_diffusion
 from rsbench.bench.certify_throughput import MODELS, synchronize
-from rsbench.certify.smooth import Smooth
+from rsbench.certify.algorithm.smooth import Smooth
 from rsbench.runs.floor import CommandParser
 
 TEST_SET_SAMPLES = 10_000 * (100 + 100_000)  # a 10,000-image test set (CIFAR-10's) at Cohen's n0 = 100, n = 100,000

@@ -35,7 +35,7 @@ from scipy.optimize import brentq
 from scipy.special import betainc
 from scipy.stats import binom, norm
 
-from rsbench.certify.confidence import cp_lower
+from rsbench.certify.algorithm.confidence import cp_lower
 
 CAP_MODELS = ("posterior", "one")
 

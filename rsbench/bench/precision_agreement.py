@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rsbench.certify.records import CertificationRow, read_rows
+from rsbench.certify.pipeline.records import CertificationRow, read_rows
 from rsbench.runs.floor import CommandParser
 
 

@@ -8,8 +8,9 @@ For every log, each image's base classifier is replaced by a Bernoulli oracle wh
 log's certificate (:mod:`rsbench.bench.oracle` says how, and how images at the cap and abstained images are
 modelled). On that oracle, with the same selection draw and the same vote sequence (one simulated path of
 estimation votes per image, read by every design at its own looks), the benchmark runs fixed-n CERTIFY (n0 = 100,
-n = 100,000, alpha = 0.001, as the authors) and each sequential design of :mod:`rsbench.certify.designs` through
-:func:`~rsbench.certify.designs.run_design`, the loop the pipeline runs on real networks, and reports per log:
+n = 100,000, alpha = 0.001, as the authors) and each sequential design of :mod:`rsbench.certify.algorithm.designs`
+through :func:`~rsbench.certify.algorithm.designs.run_design`, the loop the pipeline runs on real networks, and reports
+per log:
 
 - samples per image (n0 + estimation samples): mean, median, and fixed n's mean over it;
 - certified accuracy at every radius of the table (the grid 0, 0.25, ... up to fixed n's cap) and ACR, as
@@ -39,10 +40,10 @@ import numpy as np
 from scipy.stats import beta, binom, norm
 
 from rsbench.bench.oracle import Assumptions, Oracle, build_oracle, count_for_bound, selection_votes
-from rsbench.certify.caps import TABLE_LARGEST, table_radii
-from rsbench.certify.confidence import cp_lower
-from rsbench.certify.designs import Decisions, Design, Goal, make_design, run_design
-from rsbench.certify.seeding import derive_seed
+from rsbench.certify.algorithm.caps import TABLE_LARGEST, table_radii
+from rsbench.certify.algorithm.confidence import cp_lower
+from rsbench.certify.algorithm.designs import Decisions, Design, Goal, make_design, run_design
+from rsbench.certify.algorithm.seeding import derive_seed
 from rsbench.runs.floor import CommandParser
 
 Z95 = 1.959963984540054

@@ -1,7 +1,7 @@
 """``python -m rsbench.certify.merge <folder>``: merge the shards of a sharded certification by hand.
 
-The last shard to finish merges on its own (:func:`rsbench.certify.pipeline.merge_shards`); this command does the
-same from the files alone (no model, no dataset): every shard's ``certify.shard<k>-of-<K>.tsv`` into
+The last shard to finish merges on its own (:func:`rsbench.certify.pipeline.certification.merge_shards`); this command
+does the same from the files alone (no model, no dataset): every shard's ``certify.shard<k>-of-<K>.tsv`` into
 ``certify.tsv`` in the subset's order, then ``metrics.json`` and ``certified_accuracy.png``, exactly as an
 unsharded run writes them. It refuses, naming the shards, while any image is missing, and merging a merged folder
 again rewrites the same files. See docs/sharding.md.
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _merge(folders: list[Path]) -> int:
-    from rsbench.certify.pipeline import merge_shards  # (torch: only once the folders are checked)
+    from rsbench.certify.pipeline.certification import merge_shards  # (torch: only once the folders are checked)
     from rsbench.stop import raise_if_stop_requested
 
     for folder in folders:

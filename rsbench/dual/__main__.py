@@ -31,7 +31,7 @@ def run_stage(cfg: DictConfig, on_ready: Callable[[], None] | None = None) -> fl
     ``on_ready`` is called once the stage's checks have passed, before its first file is written (for
     ``stage=certify``: the models built, the expert records checked).
     """
-    from rsbench.certify.dual import format_dual_summary
+    from rsbench.certify.pipeline.dual_records import format_dual_summary
     from rsbench.dual import stages
     from rsbench.stop import raise_if_stop_requested
 

@@ -2,7 +2,7 @@
 
 * ``labels``: CERTIFY every expert at a small n on the training images (the subset ``labels.start/skip/max_images``)
   and keep every expert's radius per image (0 where it abstains or is wrong), from which ``method=router`` makes
-  the paper's soft labels; the argmax label is kept too (:func:`rsbench.certify.dual.router_labels`). Writes
+  the paper's soft labels; the argmax label is kept too (:func:`rsbench.certify.algorithm.dual.router_labels`). Writes
   ``router_labels.pt`` (:data:`~rsbench.methods.router_loss.LABELS_VERSION`: ``version``, ``labels`` [N_train], -1
   where not labelled, ``radii`` [N_train, K], NaN where not labelled, ``sigmas``, ``protocol``); resumable
   (``router_labels.pt.partial``, saved every minute: :class:`rsbench.files.ImageTable`; labels of another
@@ -19,10 +19,10 @@
   ``certify_protocol.json``, ``metrics.json`` (with alpha, beta and their sum) and the plot. ``expert_records``
   reuses each expert's own certification of the same images (same seed and protocol, checked against its
   ``certify_protocol.json`` and the expert's weights; a sound Gaussian l2 certificate,
-  :mod:`rsbench.certify.dual_checks`): then only the router runs. The stage builds the
-  :class:`~rsbench.certify.dual_run.DualSubject` and certifies it with the one pipeline
-  (:class:`rsbench.certify.pipeline.Certification`): resume, shards (``certify.shard`` / ``num_shards``, merged by
-  the last), progress, cost, summary and plot are the pipeline's.
+  :mod:`rsbench.certify.pipeline.dual_checks`): then only the router runs. The stage builds the
+  :class:`~rsbench.certify.pipeline.dual_run.DualSubject` and certifies it with the one pipeline
+  (:class:`rsbench.certify.pipeline.certification.Certification`): resume, shards (``certify.shard`` / ``num_shards``,
+  merged by the last), progress, cost, summary and plot are the pipeline's.
 """
 
 from __future__ import annotations
@@ -40,21 +40,21 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from rsbench.archs.classifier import weights_fingerprint
-from rsbench.certify.dual import router_labels
-from rsbench.certify.dual_checks import check_dual_threat
-from rsbench.certify.dual_run import smoothed
-from rsbench.certify.progress import progress
-from rsbench.certify.seeding import derive_seed
-from rsbench.certify.settings import CertifySettings
-from rsbench.certify.smooth import Smooth
-from rsbench.certify.subset import indices_digest, require_images
+from rsbench.certify.algorithm.dual import router_labels
+from rsbench.certify.algorithm.seeding import derive_seed
+from rsbench.certify.algorithm.smooth import Smooth
+from rsbench.certify.pipeline.dual_checks import check_dual_threat
+from rsbench.certify.pipeline.dual_run import smoothed
+from rsbench.certify.pipeline.progress import progress
+from rsbench.certify.pipeline.settings import CertifySettings
+from rsbench.certify.pipeline.subset import indices_digest, require_images
 from rsbench.errors import ConfigError
 from rsbench.files import ImageTable, save_atomically
 from rsbench.methods.router_loss import LABELS_VERSION
 from rsbench.models import dual as dual_models
 from rsbench.models import router as routers
 from rsbench.runs.run import certification_dir
-from rsbench.stop import raise_if_stop_requested, stop_requested
+from rsbench.stop import raise_if_stop_requested
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ def device_of(cfg: DictConfig) -> torch.device:
 def smooth_of(
     classifier: torch.nn.Module, classes: int, sigma: float, settings: CertifySettings, device: torch.device
 ) -> Smooth:
-    """The smoothed ``classifier`` on ``device`` at ``sigma`` (:func:`rsbench.certify.dual_run.smoothed`)."""
+    """The smoothed ``classifier`` on ``device`` at ``sigma`` (:func:`rsbench.certify.pipeline.dual_run.smoothed`)."""
     return smoothed(classifier.to(device), classes, sigma, settings)
 
 

@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parse(argv)
     except UsageError as error:
         return error_line(str(error))
-    from rsbench.certify.checked_runs import check_inputs
+    from rsbench.certify.pipeline.checked_runs import check_inputs
     from rsbench.errors import RsbenchError
 
     try:  # the runs' records checked before torch, pandas and SciPy load: a damaged one is refused at once

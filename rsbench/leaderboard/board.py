@@ -18,7 +18,8 @@ For each entry (:mod:`rsbench.leaderboard.entries`):
   subset of another's images is placed by the paired comparison on those images (below the last entry that has at
   least its ACR there), so a 500-image run never ranks above an entry that matches it on its own images.
 - The envelope: at each radius the best certified accuracy of any entry (any sigma) that can certify that radius
-  (its protocol's cap, :func:`rsbench.certify.caps.fixed_n_cap`), which entry it is and which entries tie with it.
+  (its protocol's cap, :func:`rsbench.certify.algorithm.caps.fixed_n_cap`), which entry it is and which entries tie with
+  it.
 - The Pareto front over the radii: the entries no other entry matches or beats at every radius of the board and beats
   at one (Sun et al. 2025: one ACR hides the trade-off between radii). Point estimates; entries certified on
   different images are compared as published, which the intervals qualify.
@@ -35,7 +36,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from rsbench.certify import metrics
+from rsbench.certify.pipeline import metrics
 from rsbench.leaderboard.entries import Entry
 from rsbench.published.pairing import pair_rows, restricted
 from rsbench.report.stats import Estimate, MeanInterval, proportion_interval

@@ -103,7 +103,7 @@ class Entry:
     @property
     def cap(self) -> float:
         """The largest radius the protocol can certify, sigma * Phi^-1(alpha^(1/n)) (inf when n or alpha is unknown)."""
-        from rsbench.certify.caps import fixed_n_cap
+        from rsbench.certify.algorithm.caps import fixed_n_cap
 
         return fixed_n_cap(self.sigma, int(self.n), float(self.alpha)) if self.n and self.alpha else math.inf
 

@@ -20,7 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from rsbench.certify.metrics import envelope
+from rsbench.certify.pipeline.metrics import envelope
 from rsbench.leaderboard.board import Board
 from rsbench.leaderboard.entries import Entry
 

@@ -26,7 +26,7 @@ from torch.optim.lr_scheduler import LRScheduler
 from torchmetrics.classification import MulticlassAccuracy
 
 from rsbench.archs.classifier import Classifier
-from rsbench.certify.seeding import make_generator
+from rsbench.certify.algorithm.seeding import make_generator
 from rsbench.checkpoint import SIGNATURE_KEY, check_signature, make_signature, signature_of
 from rsbench.errors import CheckpointMismatchError
 from rsbench.methods.prerequisites import Prerequisite

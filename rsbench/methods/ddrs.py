@@ -1,9 +1,10 @@
 """Training with data-dependent smoothing, DS^2 (Alfarra, Bibi, Torr and Ghanem; the paper's Algorithm 2).
 
 Every training example keeps its own sigma in a memory (initialised to sigma_0 and warm-started from the previous
-epoch). For each batch, K steps of the per-input sigma search (:func:`rsbench.certify.sigma_search.optimize_sigma`,
-Algorithm 1) move the batch's sigmas, the memory is updated, and the base method's loss is computed with those
-per-example sigmas (``batch.sigma``): ``method=ddrs method.base=gaussian|smoothadv|macer``.
+epoch). For each batch, K steps of the per-input sigma search
+(:func:`rsbench.certify.algorithm.sigma_search.optimize_sigma`, Algorithm 1) move the batch's sigmas, the memory is
+updated, and the base method's loss is computed with those per-example sigmas (``batch.sigma``): ``method=ddrs
+method.base=gaussian|smoothadv|macer``.
 
 As in the authors' code, the search runs with the network in its training mode (BatchNorm batch statistics, and the
 search's forward passes update the running statistics), with parameters receiving no gradient, scores clamped to
@@ -36,7 +37,7 @@ import torch
 from hydra.utils import get_class
 from torch import Tensor
 
-from rsbench.certify.sigma_search import OBJECTIVES, optimize_sigma
+from rsbench.certify.algorithm.sigma_search import OBJECTIVES, optimize_sigma
 from rsbench.errors import CheckpointMismatchError
 from rsbench.methods.base import SmoothingModule
 from rsbench.methods.card import cards

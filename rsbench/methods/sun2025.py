@@ -56,10 +56,10 @@ from scipy.stats import norm
 from torch import Tensor
 from torch.utils.data import Dataset, Sampler
 
-from rsbench.certify.bounds import clopper_pearson_lower
-from rsbench.certify.progress import progress
-from rsbench.certify.seeding import make_generator
-from rsbench.certify.subset import indices_digest
+from rsbench.certify.algorithm.bounds import clopper_pearson_lower
+from rsbench.certify.algorithm.seeding import make_generator
+from rsbench.certify.pipeline.progress import progress
+from rsbench.certify.pipeline.subset import indices_digest
 from rsbench.files import ImageTable
 from rsbench.methods.attacks import RADIUS_PGD_NORMS, copies, frozen, radius_pgd_noise
 from rsbench.methods.base import Batch, SmoothingModule, StepOutput

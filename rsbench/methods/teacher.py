@@ -29,9 +29,9 @@ from torch import Tensor
 from torch.utils.data import Dataset
 
 from rsbench.archs.classifier import Classifier, weights_fingerprint
-from rsbench.certify.progress import progress
-from rsbench.certify.seeding import make_generator
-from rsbench.certify.smooth import Smooth
+from rsbench.certify.algorithm.seeding import make_generator
+from rsbench.certify.algorithm.smooth import Smooth
+from rsbench.certify.pipeline.progress import progress
 from rsbench.checkpoint import read_classifier
 from rsbench.files import ImageTable
 from rsbench.stop import raise_if_stop_requested

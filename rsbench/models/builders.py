@@ -4,9 +4,9 @@ Any of them may sit behind a denoiser (a trained DnCNN or a pretrained diffusion
 own model comes as a ``torch.nn.Module`` class with constructor arguments and a state-dict file, a
 ``torch.export`` or TorchScript archive, or a torchvision architecture name with a state-dict file.
 
-Each builder returns a :class:`~rsbench.certify.pipeline.Subject`: the base classifier (input layer included, so
-noise is added in [0,1] pixel space before it), its class count and training sigma, what identifies it in the
-records, and what it was built from (``metrics.json["model"]``: the kind, files with their SHA-256, the stated
+Each builder returns a :class:`~rsbench.certify.pipeline.certification.Subject`: the base classifier (input layer
+included, so noise is added in [0,1] pixel space before it), its class count and training sigma, what identifies it in
+the records, and what it was built from (``metrics.json["model"]``: the kind, files with their SHA-256, the stated
 input layer). Models rsbench did not train must state their input layer (``normalize`` with its mean and std,
 ``center`` with its mean, or ``identity`` when the model normalises inside itself), because nothing in their weights
 says what it was. rsbench checkpoints are read by :mod:`rsbench.checkpoint`, state dicts with
@@ -29,7 +29,7 @@ from rsbench.archs.classifier import Classifier
 from rsbench.archs.denoiser import DenoisedClassifier
 from rsbench.archs.diffusion import load_diffusion
 from rsbench.archs.input_layer import InputLayer
-from rsbench.certify.pipeline import Subject
+from rsbench.certify.pipeline.certification import Subject
 from rsbench.checkpoint import check_signature, read_classifier, read_denoiser, refuse_as_plain_weights
 from rsbench.errors import CheckpointMismatchError, ConfigError
 from rsbench.loading import file_digest, load_strict, load_weights_only

@@ -26,13 +26,18 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from rsbench.archs.classifier import weights_fingerprint
-from rsbench.certify.dual_checks import check_dual_threat, expert_record_problems, refuse_expert_record, unsound_rows
-from rsbench.certify.dual_run import DualSubject
-from rsbench.certify.pipeline import Certification, Outcome, Subject
-from rsbench.certify.records import PROTOCOL, read_records
-from rsbench.certify.settings import CertifySettings
-from rsbench.certify.smooth import Certificate
-from rsbench.certify.subset import require_images
+from rsbench.certify.algorithm.smooth import Certificate
+from rsbench.certify.pipeline.certification import Certification, Outcome, Subject
+from rsbench.certify.pipeline.dual_checks import (
+    check_dual_threat,
+    expert_record_problems,
+    refuse_expert_record,
+    unsound_rows,
+)
+from rsbench.certify.pipeline.dual_run import DualSubject
+from rsbench.certify.pipeline.records import PROTOCOL, read_records
+from rsbench.certify.pipeline.settings import CertifySettings
+from rsbench.certify.pipeline.subset import require_images
 from rsbench.errors import ConfigError
 from rsbench.models import router as routers
 from rsbench.stop import stop_requested
@@ -131,8 +136,8 @@ def certify_dual(
     signal ends it after the image in flight.
 
     Raises:
-        ConfigError: another threat model than Gaussian l2 (:func:`~rsbench.certify.dual_checks.check_dual_threat`),
-            or what :func:`dual_subject` refuses.
+        ConfigError: another threat model than Gaussian l2
+            (:func:`~rsbench.certify.pipeline.dual_checks.check_dual_threat`), or what :func:`dual_subject` refuses.
     """
     check_dual_threat(cfg.certify)
     settings = CertifySettings.from_config(cfg.certify)
@@ -153,8 +158,8 @@ def expert_record_reader(
 
     A record is refused, naming what differs and what is allowed, unless it is a sound Gaussian l2 certificate of
     ``dataset`` at this run's precision and grid noise, every reused row marked sound
-    (:func:`rsbench.certify.dual_checks.expert_record_problems`), and certified with this run's n0, n, alpha, seed, mode
-    (and sequential design) of the same expert's weights at its sigma.
+    (:func:`rsbench.certify.pipeline.dual_checks.expert_record_problems`), and certified with this run's n0, n,
+    alpha, seed, mode (and sequential design) of the same expert's weights at its sigma.
     """
     cache: dict[int, dict[int, Certificate]] = {}
 

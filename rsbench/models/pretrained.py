@@ -1,6 +1,6 @@
 """Certify the classifiers the frontier uses: ``model=timm``, ``model=hf`` and ``model=clip`` (zero-shot).
 
-Each builder returns a :class:`~rsbench.certify.pipeline.Subject` whose base classifier is
+Each builder returns a :class:`~rsbench.certify.pipeline.certification.Subject` whose base classifier is
 ``Sequential(InputLayer, network)``: the certifier adds the noise to the dataset's [0,1] pixels at the dataset's own
 resolution, and the input layer then resizes (``model.input_layer.resize``, interpolation stated), repeats a grey
 channel (``model.input_layer.channels``) and normalizes with what the network declares (timm's ``pretrained_cfg``,
@@ -27,7 +27,7 @@ from rsbench.archs.pretrained import (
     pretrained_input_layer,
     timm_network,
 )
-from rsbench.certify.pipeline import Subject
+from rsbench.certify.pipeline.certification import Subject
 from rsbench.checkpoint import refuse_as_plain_weights
 from rsbench.errors import ConfigError
 from rsbench.loading import file_digest, load_strict, load_weights_only

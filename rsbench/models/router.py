@@ -1,8 +1,8 @@
 """Routers for dual randomized smoothing: any classifier over a list of sigmas, and the experts it routes to.
 
 A :class:`Router` is a base classifier whose K outputs stand for the experts' noise levels ``sigmas`` (output k is
-sigma_k, increasing), smoothed at its own noise level ``sigma`` (:mod:`rsbench.certify.dual`). The ``router`` config
-group (``conf/router/``) builds one:
+sigma_k, increasing), smoothed at its own noise level ``sigma`` (:mod:`rsbench.certify.algorithm.dual`). The ``router``
+config group (``conf/router/``) builds one:
 
 * ``checkpoint``: a router trained by ``python -m rsbench method=router``
   (:class:`rsbench.methods.router.RouterTraining`), whose signature holds ``method: router``, ``sigmas`` and the
@@ -12,7 +12,7 @@ group (``conf/router/``) builds one:
 * ``constant``: always the same expert (Dual RS then certifies that expert, its radius capped by the router's
   certificate: a check of the pipeline, and the single-sigma baseline inside the dual protocol).
 
-Experts are :class:`~rsbench.certify.pipeline.Subject` s built by :mod:`rsbench.models.builders` (rsbench
+Experts are :class:`~rsbench.certify.pipeline.certification.Subject` s built by :mod:`rsbench.models.builders` (rsbench
 checkpoints, imported releases, your own modules), one per sigma, in the router's order.
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from rsbench.certify.pipeline import Subject
+from rsbench.certify.pipeline.certification import Subject
 from rsbench.checkpoint import read_classifier
 from rsbench.errors import ConfigError
 from rsbench.loading import file_digest

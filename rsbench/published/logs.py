@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rsbench.certify.caps import fixed_n_cap
+from rsbench.certify.algorithm.caps import fixed_n_cap
 from rsbench.runs.datasets import find_dataset
 
 GRID = [k / 16 for k in range(65)]  # radii of summary.csv's counts: 0, 1/16, ..., 4

@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if not 0 < args.confidence < 1:
         refuse(f"--confidence must be in (0, 1), got {args.confidence}")
-    from rsbench.certify.checked_runs import check_inputs
+    from rsbench.certify.pipeline.checked_runs import check_inputs
     from rsbench.errors import RsbenchError
 
     try:  # every record checked before torch, pandas and SciPy load: a damaged one is refused at once

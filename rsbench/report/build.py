@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from rsbench.certify.metrics import envelope
+from rsbench.certify.pipeline.metrics import envelope
 from rsbench.report.against_released import compare_released
 from rsbench.report.attack import attack_section
 from rsbench.report.dual import dual_section

@@ -1,7 +1,7 @@
 """What a run cost, as a figure a table row can show: GPU-hours on a GPU, core-hours on a CPU.
 
-Runs record ``metrics.json["cost"]`` (:mod:`rsbench.certify.cost` fixes its schema): device, threads, seconds of
-training and of certification. :func:`run_cost` turns that object, or an older ``metrics.json`` without it, into a
+Runs record ``metrics.json["cost"]`` (:mod:`rsbench.certify.pipeline.cost` fixes its schema): device, threads, seconds
+of training and of certification. :func:`run_cost` turns that object, or an older ``metrics.json`` without it, into a
 :class:`Cost`: on a GPU, hours = seconds / 3600 (GPU-hours, one GPU per process); on a CPU, hours = seconds x
 threads / 3600 (core-hours, the threads the process computed with). An older record gives its certification seconds
 as the sum of ``certify.tsv``'s ``time`` column (``time_sum``) and its device from ``metrics.json["environment"]``

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rsbench.certify.records import read_records
+from rsbench.certify.pipeline.records import read_records
 from rsbench.report.load import Result
 from rsbench.report.render import Section
 from rsbench.report.rows import Row

@@ -36,11 +36,11 @@ import yaml
 from omegaconf import OmegaConf
 
 from rsbench.attack.records import read_attack_rows
-from rsbench.certify.caps import fixed_n_cap
-from rsbench.certify.checked_runs import check_run
-from rsbench.certify.records import PROTOCOL, CertificationRow
-from rsbench.certify.subset import indices_digest
-from rsbench.certify.validate import FIXED_STEM, Facts, read_json_object, read_table, sigma_from_path
+from rsbench.certify.algorithm.caps import fixed_n_cap
+from rsbench.certify.pipeline.checked_runs import check_run
+from rsbench.certify.pipeline.records import PROTOCOL, CertificationRow
+from rsbench.certify.pipeline.subset import indices_digest
+from rsbench.certify.pipeline.validate import FIXED_STEM, Facts, read_json_object, read_table, sigma_from_path
 from rsbench.errors import DamagedFileError, RsbenchError
 from rsbench.methods.card import method_of_log_folder
 from rsbench.published.paths import cohen_layout
@@ -305,10 +305,10 @@ def _found(run: Path, folders: Sequence[str]) -> tuple[Path, ...]:
 def network_evaluation(summary: Mapping[str, Any], run: Path) -> str:
     """How the certified network was evaluated: ``fp32``, or its precision and options (``fp32+channels-last``).
 
-    The certificate holds for the network as evaluated (rsbench/certify/settings.py, ``Speed``), so rows evaluated
-    differently are different classifiers. ``metrics.json`` records the precision, and channels-last and compilation
-    since rsbench recorded them there; for an older run they are read from its ``certify_protocol.json`` (and taken
-    as off where neither says).
+    The certificate holds for the network as evaluated (rsbench/certify/pipeline/settings.py, ``Speed``), so rows
+    evaluated differently are different classifiers. ``metrics.json`` records the precision, and channels-last and
+    compilation since rsbench recorded them there; for an older run they are read from its ``certify_protocol.json``
+    (and taken as off where neither says).
     """
     options = summary
     if "channels_last" not in summary and (run / PROTOCOL).is_file():

@@ -25,7 +25,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from statsmodels.stats.proportion import proportion_confint
 
-from rsbench.certify.metrics import envelope
+from rsbench.certify.pipeline.metrics import envelope
 from rsbench.report.rows import Row
 from rsbench.report.tables import Options
 

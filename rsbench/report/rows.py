@@ -174,8 +174,10 @@ def _hparams_key(hparams: Mapping[str, Any], seeded: frozenset[str] = frozenset(
 
 
 def _seed_derived(result: Result) -> frozenset[str]:
-    """The method's hyperparameters that the run's config sets to its training seed (``${seed}``, e.g. sun2025's
-    ``estimate_seed``): they follow the seed, so runs differing only there are seeds of one setting."""
+    """The method's hyperparameters that the run's config sets to its training seed (``${seed}``).
+
+    E.g. sun2025's ``estimate_seed``: they follow the seed, so runs differing only there are seeds of one setting.
+    """
     method = _select_raw(result.config, "method")
     if not isinstance(method, Mapping):
         return frozenset()

@@ -1,6 +1,6 @@
 """``CertifyCallback``: CERTIFY on the test split at the end of ``trainer.test``, with files and logger output.
 
-A thin adapter around :class:`rsbench.certify.pipeline.Certification` (which writes ``certify.tsv``,
+A thin adapter around :class:`rsbench.certify.pipeline.certification.Certification` (which writes ``certify.tsv``,
 ``metrics.json`` and ``certified_accuracy.png`` into ``output_dir``; see there for resuming, sharding over DDP
 processes and data-dependent sigma modes): it hands over the trained network and the test split, this process's
 rank, and a barrier over the trainer's processes. It then logs ``certify/acr`` and ``certify/acc@<r>`` through
@@ -26,10 +26,10 @@ from pytorch_lightning.loggers import WandbLogger
 
 from rsbench.attack import AttackSettings
 from rsbench.attack.stage import attack_after_certification
-from rsbench.certify.pipeline import FIXED_STEM, Certification, Shard, Subject
-from rsbench.certify.plot import accuracy_curve
-from rsbench.certify.records import STEM, CertificationRow
-from rsbench.certify.settings import CertifySettings
+from rsbench.certify.pipeline.certification import FIXED_STEM, Certification, Shard, Subject
+from rsbench.certify.pipeline.plot import accuracy_curve
+from rsbench.certify.pipeline.records import STEM, CertificationRow
+from rsbench.certify.pipeline.settings import CertifySettings
 from rsbench.files import record_path
 from rsbench.methods.base import SmoothingModule
 from rsbench.methods.card import find_card

@@ -16,9 +16,9 @@ from omegaconf import DictConfig
 
 from rsbench.attack import AttackSettings
 from rsbench.attack.stage import attack_after_certification
-from rsbench.certify.pipeline import Certification, Subject
-from rsbench.certify.records import STEM
-from rsbench.certify.settings import CertifySettings
+from rsbench.certify.pipeline.certification import Certification, Subject
+from rsbench.certify.pipeline.records import STEM
+from rsbench.certify.pipeline.settings import CertifySettings
 from rsbench.checkpoint import trained_on
 from rsbench.errors import ConfigError
 from rsbench.models.dual import DUAL_KIND, certify_dual

@@ -23,7 +23,7 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 
-from rsbench.certify.seeding import derive_seed
+from rsbench.certify.algorithm.seeding import derive_seed
 
 EPOCH_STREAM = 2  # a key that sets the training epochs' seeds apart from other uses of the run's seed
 

@@ -27,7 +27,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from rsbench.certify.records import record_files
+from rsbench.certify.pipeline.records import record_files
 from rsbench.errors import RunDirectoryBusyError, user_message
 from rsbench.runs.certify_model import certify_model
 from rsbench.runs.cli import DUAL, RUN_CONFIG, TRAIN, Command, override_key

@@ -3,7 +3,7 @@
 Lightning's bar redraws one terminal line; written to a file it is nothing for minutes, then one long line. In such a
 run :func:`rsbench.runs.run.run` turns the bar off and adds :class:`TrainingProgress`, which logs
 ``epoch 3/20, batch 120/157: train/loss 0.53, 1,230 images/s, about 10 s left in the epoch, about 4 min left in the
-run`` every :func:`rsbench.certify.progress.log_interval` seconds and one line at the end of each epoch.
+run`` every :func:`rsbench.certify.pipeline.progress.log_interval` seconds and one line at the end of each epoch.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytorch_lightning as pl
 
-from rsbench.certify.progress import duration, log_interval
+from rsbench.certify.pipeline.progress import duration, log_interval
 
 log = logging.getLogger("rsbench")
 

@@ -1,9 +1,9 @@
 """One clean display per stage: what Lightning prints that says nothing about the run is kept off the terminal.
 
 A run prints its own lines (the method, the stage, the results) and one progress display per stage: Lightning's bar
-while training, the certification bar (:func:`rsbench.certify.progress.progress`) while certifying. Lightning adds
-an advertisement for its cloud logger at every Trainer (``💡 Tip: ... litlogger``), a ``FutureWarning`` from its own
-use of a deprecated torch class (``LeafSpec``) at the first batch, and, during ``trainer.test``, a second bar that
+while training, the certification bar (:func:`rsbench.certify.pipeline.progress.progress`) while certifying. Lightning
+adds an advertisement for its cloud logger at every Trainer (``💡 Tip: ... litlogger``), a ``FutureWarning`` from its
+own use of a deprecated torch class (``LeafSpec``) at the first batch, and, during ``trainer.test``, a second bar that
 never moves (certification runs inside one test step), under which the certification bar, redirected by Lightning's
 live display, printed one line per image and the result line was glued onto it. :func:`quiet_lightning` drops the
 first two; :func:`certification_owns_the_display` turns the test bar off. Lightning's model summary is off by

@@ -5,8 +5,8 @@ the same ``hydra.run.dir``, or a requeued SLURM job) continues the run only if t
 model (:data:`TRAINED` minus :data:`FREE`) and, once certificates exist, certifies under the same protocol
 (:data:`CERTIFIED` minus :data:`FREE`). Everything else (where the data lives, loggers, progress bars, how many
 images to certify) may change. Values are compared resolved, so ``method.lbd=1.0`` and the lookup that gave 1.0 are
-the same setting. Under ``certify``, only the certification settings count (``rsbench.certify.settings``), and
-the ones :data:`~rsbench.certify.settings.RESUMABLE` lists may change (the pipeline's own protocol check, which
+the same setting. Under ``certify``, only the certification settings count (``rsbench.certify.pipeline.settings``), and
+the ones :data:`~rsbench.certify.pipeline.settings.RESUMABLE` lists may change (the pipeline's own protocol check, which
 guards the rows themselves, allows the same ones).
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from rsbench.certify.settings import CHOICES, KEYS, RESUMABLE
+from rsbench.certify.pipeline.settings import CHOICES, KEYS, RESUMABLE
 from rsbench.errors import ResumeMismatchError
 from rsbench.methods.card import cards
 from rsbench.runs.cli import RUN_CONFIG

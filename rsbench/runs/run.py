@@ -23,9 +23,9 @@ from pytorch_lightning.loggers import Logger, WandbLogger
 from pytorch_lightning.utilities.seed import isolate_rng
 
 from rsbench.attack.settings import AttackSettings
-from rsbench.certify.progress import interactive
-from rsbench.certify.settings import CertifySettings
-from rsbench.certify.subset import require_images
+from rsbench.certify.pipeline.progress import interactive
+from rsbench.certify.pipeline.settings import CertifySettings
+from rsbench.certify.pipeline.subset import require_images
 from rsbench.checkpoint import load_checkpoint
 from rsbench.errors import ConfigError
 from rsbench.methods.base import checkpoint_epoch
@@ -103,7 +103,7 @@ def certification_dir(cfg: DictConfig) -> Path:
     """Where certification writes: the run directory, or for a shard (``certify.num_shards > 1``) the shared folder.
 
     The shared folder is ``certify.merge_dir``, by default the folder that holds the shard's run folder (a
-    multirun's sweep folder; :mod:`rsbench.certify.sharding`).
+    multirun's sweep folder; :mod:`rsbench.certify.pipeline.sharding`).
     """
     node = cfg.get("certify") or {}
     if int(node.get("num_shards", 1) or 1) <= 1:
@@ -129,7 +129,8 @@ def check_certification(settings: CertifySettings, datamodule: Any, sigma: float
     """Refuse certification settings that cannot give a result, before anything is trained or written.
 
     A subset that selects no test image of ``datamodule`` (the run would report ACR 0 as a result); a sequential
-    radius cap that cannot be reached at ``sigma`` (:meth:`~rsbench.certify.settings.CertifySettings.check_reachable`).
+    radius cap that cannot be reached at ``sigma``
+    (:meth:`~rsbench.certify.pipeline.settings.CertifySettings.check_reachable`).
 
     Args:
         settings: the certification settings.

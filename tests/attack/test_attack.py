@@ -20,7 +20,7 @@ from rsbench.attack import AttackSettings, CertificateContradictionError, attack
 from rsbench.attack.evaluate import check_certificates, contradicts, tail_probability
 from rsbench.attack.pgd import distance, project_l1, smoothed_pgd
 from rsbench.attack.records import read_attack_rows
-from rsbench.certify.records import CertificationRow
+from rsbench.certify.pipeline.records import CertificationRow
 from rsbench.errors import ProtocolMismatchError
 from rsbench.methods.attacks import frozen, pgd_l2_smoothed
 from rsbench.runs.certify_model import certify_model

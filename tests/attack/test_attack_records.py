@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rsbench.attack.records import COLUMNS, AttackRow, append_image, read_attack_rows, write_rows
-from rsbench.certify.records import read_records
+from rsbench.certify.pipeline.records import read_records
 from rsbench.errors import DamagedFileError, ProtocolMismatchError
 from tests.helpers import ROOT
 

@@ -19,9 +19,9 @@ from rsbench.bench import (
     table_cost,
     training_cost,
 )
-from rsbench.certify.pipeline import Certification, Subject
-from rsbench.certify.records import read_rows
-from rsbench.certify.settings import CertifySettings
+from rsbench.certify.pipeline.certification import Certification, Subject
+from rsbench.certify.pipeline.records import read_rows
+from rsbench.certify.pipeline.settings import CertifySettings
 from tests.helpers import ROOT
 
 

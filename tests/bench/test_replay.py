@@ -14,7 +14,7 @@ from scipy.stats import binomtest, norm
 from rsbench.bench import oracle as oracle_module
 from rsbench.bench import replay
 from rsbench.bench.oracle import Assumptions, build_oracle, count_for_bound, half_point, selection_votes
-from rsbench.certify.confidence import cp_lower
+from rsbench.certify.algorithm.confidence import cp_lower
 
 IMAGES = 400
 

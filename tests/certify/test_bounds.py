@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.stats import beta, binomtest, norm
 
-from rsbench.certify.bounds import (
+from rsbench.certify.algorithm.bounds import (
     certified_radius,
     check_alpha,
     clopper_pearson_lower,

@@ -1,4 +1,4 @@
-"""Closed-form certificates of every noise and norm (rsbench/certify/certificates.py, threat.py), as for Gaussian.
+"""Closed-form certificates of every noise and norm (certify/algorithm/certificates.py, threat.py), as for Gaussian.
 
 The known base classifier is a coordinate classifier f(z) = [z_0 + b > 0]: at signed margin m its smoothed classifier
 votes class 1 with probability F(m) (F: one noise coordinate's CDF), and its exact robust radius in every norm is
@@ -16,15 +16,15 @@ import pytest
 import torch
 
 from rsbench import Smooth
-from rsbench.certify.bounds import certified_radius, clopper_pearson_lower, radius_cap
-from rsbench.certify.certificates import (
+from rsbench.certify.algorithm.bounds import certified_radius, clopper_pearson_lower, radius_cap
+from rsbench.certify.algorithm.certificates import (
     conversion_factor,
     gaussian_l2,
     laplace_l1,
     uniform_l1,
     uniform_linf,
 )
-from rsbench.certify.threat import ThreatModel
+from rsbench.certify.algorithm.threat import ThreatModel
 from tests.classifiers import Coordinate
 from tests.stats import noise_cdfs
 

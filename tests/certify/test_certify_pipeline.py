@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from rsbench.certify.pipeline import Certification
-from rsbench.certify.records import read_rows
-from rsbench.certify.settings import CertifySettings, Protocol, SequentialSchedule, Speed, Subset
+from rsbench.certify.pipeline.certification import Certification
+from rsbench.certify.pipeline.records import read_rows
+from rsbench.certify.pipeline.settings import CertifySettings, Protocol, SequentialSchedule, Speed, Subset
 from tests.classifiers import IMAGES, SUBJECT
 
 SETTINGS = CertifySettings(Protocol(n0=20, n=200, alpha=0.01), Subset(skip=2), Speed(batch_size=100))

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from rsbench.certify.plot import Curve, certified_accuracy_figure, plot_certified_accuracy
+from rsbench.certify.pipeline.plot import Curve, certified_accuracy_figure, plot_certified_accuracy
 
 
 def curves() -> list[Curve]:

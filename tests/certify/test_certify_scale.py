@@ -15,11 +15,11 @@ from scipy.stats import binomtest, norm
 from torch import nn
 
 from rsbench import Smooth
-from rsbench.certify.designs import run_design
-from rsbench.certify.records import read_rows
-from rsbench.certify.seeding import derive_seed
-from rsbench.certify.sequential import LookSchedule, certify_group, certify_sequential
-from rsbench.certify.settings import CertifySettings, Protocol, SequentialSchedule
+from rsbench.certify.algorithm.designs import run_design
+from rsbench.certify.algorithm.seeding import derive_seed
+from rsbench.certify.algorithm.sequential import LookSchedule, certify_group, certify_sequential
+from rsbench.certify.pipeline.records import read_rows
+from rsbench.certify.pipeline.settings import CertifySettings, Protocol, SequentialSchedule
 from rsbench.errors import ConfigError, ProtocolMismatchError
 from rsbench.runs.run import run
 from tests.classifiers import Linear, Recorder
@@ -200,7 +200,7 @@ def test_every_design_holds_through_the_real_pipeline(design: str, p_a: float) -
 
 def test_the_pipeline_decides_with_the_replay_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     """certify_group hands its real vote counts to run_design; the same counts replayed give the same decisions."""
-    import rsbench.certify.sequential as sequential
+    import rsbench.certify.algorithm.sequential as sequential
 
     seen: list[tuple[int, list[int], list[int]]] = []
     chosen: list = []

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from rsbench.certify.cost import certification_cost
-from rsbench.certify.pipeline import Certification
-from rsbench.certify.records import CertificationRow
-from rsbench.certify.settings import CertifySettings
+from rsbench.certify.pipeline.certification import Certification
+from rsbench.certify.pipeline.cost import certification_cost
+from rsbench.certify.pipeline.records import CertificationRow
+from rsbench.certify.pipeline.settings import CertifySettings
 from rsbench.report.cost import Cost, run_cost, total_cost
 from rsbench.runs.run import run
 from tests.classifiers import IMAGES, SUBJECT

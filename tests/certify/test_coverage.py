@@ -17,8 +17,8 @@ from scipy.stats import binom, binomtest, norm
 
 from rsbench import Smooth
 from rsbench.certify import Certificate
-from rsbench.certify.bounds import certified_radius, clopper_pearson_lower
-from rsbench.certify.seeding import ESTIMATION, derive_seed, make_generator
+from rsbench.certify.algorithm.bounds import certified_radius, clopper_pearson_lower
+from rsbench.certify.algorithm.seeding import ESTIMATION, derive_seed, make_generator
 from tests.classifiers import Linear
 from tests.stats import ALPHA, N0, P_FLAG, N, agreement_p_value, lower_bounds, soundness_p_value
 

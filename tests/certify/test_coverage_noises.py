@@ -19,9 +19,9 @@ import torch
 from scipy.stats import binom
 
 from rsbench import Smooth
-from rsbench.certify import certificates
-from rsbench.certify.seeding import derive_seed
-from rsbench.certify.threat import ThreatModel
+from rsbench.certify.algorithm import certificates
+from rsbench.certify.algorithm.seeding import derive_seed
+from rsbench.certify.algorithm.threat import ThreatModel
 from tests.classifiers import Coordinate
 from tests.stats import ALPHA, N0, P_FLAG, N, agreement_p_value, lower_bounds, noise_ppfs, soundness_p_value
 

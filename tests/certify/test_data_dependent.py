@@ -14,11 +14,12 @@ from numpy.polynomial.hermite_e import hermegauss
 from scipy.stats import norm
 from torch import nn
 
-from rsbench.certify import sigma_search
-from rsbench.certify.data_dependent import SigmaSearch, memory_replay
-from rsbench.certify.records import CertificationRow, read_rows
-from rsbench.certify.settings import CertifySettings
-from rsbench.certify.sigma_search import optimize_sigma, radius_proxy
+from rsbench.certify.algorithm import sigma_search
+from rsbench.certify.algorithm.data_dependent import SigmaSearch
+from rsbench.certify.algorithm.sigma_search import optimize_sigma, radius_proxy
+from rsbench.certify.pipeline.memory_replay import memory_replay
+from rsbench.certify.pipeline.records import CertificationRow, read_rows
+from rsbench.certify.pipeline.settings import CertifySettings
 from rsbench.runs.run import run
 from tests.helpers import QUIET, compose_config
 

@@ -14,9 +14,16 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest, norm
 
-from rsbench.certify.bounds import clopper_pearson_lower
-from rsbench.certify.confidence import BetaMixture, betting_lower, betting_upper, cp_lower, cp_upper, log_wealth
-from rsbench.certify.designs import (
+from rsbench.certify.algorithm.bounds import clopper_pearson_lower
+from rsbench.certify.algorithm.confidence import (
+    BetaMixture,
+    betting_lower,
+    betting_upper,
+    cp_lower,
+    cp_upper,
+    log_wealth,
+)
+from rsbench.certify.algorithm.designs import (
     AdaptiveDesign,
     BettingDesign,
     Goal,
@@ -25,8 +32,8 @@ from rsbench.certify.designs import (
     make_design,
     run_design,
 )
-from rsbench.certify.sequential import LookSchedule
-from rsbench.certify.settings import Protocol, SequentialSchedule
+from rsbench.certify.algorithm.sequential import LookSchedule
+from rsbench.certify.pipeline.settings import Protocol, SequentialSchedule
 
 P_FLAG = 1e-3
 

@@ -1,4 +1,4 @@
-"""Dual randomized smoothing (rsbench/certify/dual.py): soundness against closed forms, then the records.
+"""Dual randomized smoothing (rsbench/certify/algorithm/dual.py): soundness against closed forms, then the records.
 
 Every router and expert here is a linear classifier f(z) = [w.z + b > 0] with unit w, which is its own smoothed
 classifier (tests/certify/test_coverage.py): g(x) = f(x), P(f(x + eps) = 1) = Phi(m / sigma) at signed distance m,
@@ -23,19 +23,12 @@ import torch
 from scipy.stats import norm
 
 from rsbench import Smooth
-from rsbench.certify.dual import (
-    DUAL_RECORD,
-    DualCertificate,
-    DualSmooth,
-    combine,
-    dual_row,
-    dual_rows,
-    fixed_n,
-    router_labels,
-    router_seed,
-    summarize_dual,
-)
-from rsbench.certify.records import (
+from rsbench.certify.algorithm.dual import DualCertificate, DualSmooth, combine, router_labels, router_seed
+from rsbench.certify.algorithm.groups import certifier
+from rsbench.certify.algorithm.seeding import derive_seed
+from rsbench.certify.algorithm.smooth import Certificate
+from rsbench.certify.pipeline.dual_records import DUAL_RECORD, dual_row, dual_rows, summarize_dual
+from rsbench.certify.pipeline.records import (
     COLUMNS,
     DUAL_COLUMNS,
     CertificationRow,
@@ -43,8 +36,6 @@ from rsbench.certify.records import (
     read_rows,
     write_record,
 )
-from rsbench.certify.seeding import derive_seed
-from rsbench.certify.smooth import Certificate
 from rsbench.errors import DamagedFileError, ProtocolMismatchError
 from tests.classifiers import Linear
 from tests.stats import ALPHA, N0, P_FLAG, N, soundness_p_value
@@ -163,7 +154,7 @@ def dual_smooth(router: Linear, router_sigma: float, experts: list[Linear], sigm
     return DualSmooth(
         Smooth(router, 2, router_sigma),
         [Smooth(e, 2, s) for e, s in zip(experts, sigmas, strict=True)],
-        fixed_n(N0, N, BATCH),
+        certifier(N0, N, BATCH),
     )
 
 
@@ -228,7 +219,7 @@ def test_a_router_that_flips_near_the_input_shrinks_the_radius() -> None:
     smooth = DualSmooth(
         Smooth(router, 2, 0.05),
         [Smooth(e, 2, s) for e, s in zip(experts, [0.25, 0.5], strict=True)],
-        fixed_n(100, 10_000, BATCH),
+        certifier(100, 10_000, BATCH),
     )
     (dual,) = smooth.certify_batch(x.float().unsqueeze(0), [derive_seed(5, 0)], 0.001, 0.001)
     assert dual.expert == 1
@@ -301,7 +292,7 @@ def test_router_abstaining_abstains_and_runs_no_expert() -> None:
 def test_router_and_expert_counts_must_agree() -> None:
     _x, router, experts, _, _ = coverage_problem()
     with pytest.raises(ValueError, match="3 experts"):
-        DualSmooth(Smooth(router, 2, 0.5), [Smooth(e, 2, 0.5) for e in [*experts, experts[0]]], fixed_n(N0, N, BATCH))
+        DualSmooth(Smooth(router, 2, 0.5), [Smooth(e, 2, 0.5) for e in [*experts, experts[0]]], certifier(N0, N, BATCH))
 
 
 # ------------------------------------------------------------------------------------------ records

@@ -1,4 +1,4 @@
-"""What a dual certification refuses (rsbench/certify/dual_checks.py): unsound expert records, other threat models.
+"""What a dual certification refuses (certify/pipeline/dual_checks.py): unsound expert records, other threat models.
 
 A dual certificate is the smaller of two l2 radii of Gaussian smoothing at fixed sigmas, so an expert's own
 certification may stand in for the routed expert only when it is one too: a DDRS record (per-input sigma), a Laplace
@@ -22,9 +22,9 @@ import torch
 from omegaconf import DictConfig
 
 from rsbench.archs.classifier import weights_fingerprint
-from rsbench.certify.dual_checks import check_dual_threat
-from rsbench.certify.records import CertificationRow, write_protocol, write_record
-from rsbench.certify.settings import CertifySettings
+from rsbench.certify.pipeline.dual_checks import check_dual_threat
+from rsbench.certify.pipeline.records import CertificationRow, write_protocol, write_record
+from rsbench.certify.pipeline.settings import CertifySettings
 from rsbench.errors import ConfigError
 from rsbench.models import dual as dual_models
 from tests.helpers import ROOT, compose_config

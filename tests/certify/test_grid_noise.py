@@ -13,9 +13,9 @@ from torch import nn
 
 from rsbench import Smooth
 from rsbench.archs import Classifier, LeNet
-from rsbench.certify.grid_noise import GridSmooth, grid_noise, grid_thresholds
-from rsbench.certify.pipeline import Certification, Subject
-from rsbench.certify.settings import CertifySettings
+from rsbench.certify.algorithm.grid_noise import GridSmooth, grid_noise, grid_thresholds
+from rsbench.certify.pipeline.certification import Certification, Subject
+from rsbench.certify.pipeline.settings import CertifySettings
 
 SIGMA = 0.5
 S = 2.0**-7  # the shift of the attacked image: 1/128 per pixel

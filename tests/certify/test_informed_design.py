@@ -19,8 +19,8 @@ import pytest
 from scipy.special import betaln
 from scipy.stats import binomtest, norm
 
-from rsbench.certify.confidence import BetaMixture, betting_lower, cp_lower
-from rsbench.certify.designs import BettingDesign, Goal, InformedDesign, LooksDesign, make_design, run_design
+from rsbench.certify.algorithm.confidence import BetaMixture, betting_lower, cp_lower
+from rsbench.certify.algorithm.designs import BettingDesign, Goal, InformedDesign, LooksDesign, make_design, run_design
 from tests.certify.test_designs import P_FLAG, VotePath, selected_votes, simulate
 
 PRIOR = BetaMixture(a=(0.5, 1.0), b=(0.5, 0.05), weights=(0.5, 0.5))

@@ -9,8 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rsbench.certify.metrics import average_certified_radius, certified_accuracy, envelope, radius_grid, radius_key
-from rsbench.certify.records import (
+from rsbench.certify.pipeline.metrics import (
+    average_certified_radius,
+    certified_accuracy,
+    envelope,
+    radius_grid,
+    radius_key,
+)
+from rsbench.certify.pipeline.records import (
     COLUMNS,
     CertificationRow,
     RecordWriter,
@@ -21,8 +27,8 @@ from rsbench.certify.records import (
     shard_record,
     write_protocol,
 )
-from rsbench.certify.subset import certification_indices
-from rsbench.certify.summary import summarize, write_metrics
+from rsbench.certify.pipeline.subset import certification_indices
+from rsbench.certify.pipeline.summary import summarize, write_metrics
 from rsbench.errors import ProtocolMismatchError
 from tests.helpers import row
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from rsbench.certify.merge import main as merge_main
-from rsbench.certify.pipeline import Certification, merge_shards
-from rsbench.certify.records import RecordWriter
-from rsbench.certify.settings import CertifySettings
-from rsbench.certify.sharding import Sharding, check_shard
+from rsbench.certify.pipeline.certification import Certification, merge_shards
+from rsbench.certify.pipeline.records import RecordWriter
+from rsbench.certify.pipeline.settings import CertifySettings
+from rsbench.certify.pipeline.sharding import Sharding, check_shard
 from rsbench.errors import DamagedFileError, ProtocolMismatchError, RunDirectoryBusyError
 from tests.classifiers import IMAGES, SUBJECT
 from tests.helpers import untimed
@@ -142,7 +142,7 @@ def test_two_shards_started_at_once_with_different_protocols_are_never_both_acce
     protocol file saying 0.01."""
     import threading
 
-    from rsbench.certify import pipeline
+    from rsbench.certify.pipeline import certification as pipeline
 
     checked, proceed = threading.Event(), threading.Event()
     real = pipeline.check_protocol

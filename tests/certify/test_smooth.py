@@ -13,9 +13,9 @@ from torch import nn
 
 from rsbench import Smooth
 from rsbench.certify import Certificate
-from rsbench.certify import smooth as smooth_module
-from rsbench.certify.bounds import clopper_pearson_lower, min_certify_samples, min_predict_samples, radius_cap
-from rsbench.certify.seeding import ESTIMATION, SELECTION, derive_seed, make_generator
+from rsbench.certify.algorithm import smooth as smooth_module
+from rsbench.certify.algorithm.bounds import clopper_pearson_lower, min_certify_samples, min_predict_samples, radius_cap
+from rsbench.certify.algorithm.seeding import ESTIMATION, SELECTION, derive_seed, make_generator
 from tests.classifiers import Recorder
 
 SHAPE = (3, 8, 8)

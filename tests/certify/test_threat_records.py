@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from rsbench.certify.pipeline import Certification
-from rsbench.certify.records import (
+from rsbench.certify.pipeline.certification import Certification
+from rsbench.certify.pipeline.records import (
     COLUMNS,
     THREAT_COLUMNS,
     CertificationRow,
@@ -22,7 +22,7 @@ from rsbench.certify.records import (
     record_columns,
     shard_record,
 )
-from rsbench.certify.settings import CertifySettings, Protocol, Speed, Subset
+from rsbench.certify.pipeline.settings import CertifySettings, Protocol, Speed, Subset
 from rsbench.errors import ProtocolMismatchError
 from tests.classifiers import IMAGES, SUBJECT
 

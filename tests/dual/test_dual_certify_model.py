@@ -22,7 +22,7 @@ from torch import nn
 
 from rsbench.archs.denoiser import DenoisedClassifier, DnCNN
 from rsbench.archs.registry import build_classifier
-from rsbench.certify.records import PROTOCOL, read_rows
+from rsbench.certify.pipeline.records import PROTOCOL, read_rows
 from rsbench.checkpoint import make_checkpoint, write_checkpoint
 from rsbench.dual import stages
 from rsbench.errors import ConfigError

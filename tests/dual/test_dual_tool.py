@@ -20,9 +20,9 @@ from omegaconf import DictConfig
 
 from rsbench import files
 from rsbench.archs.registry import build_classifier
-from rsbench.certify.cost import certification_cost
-from rsbench.certify.dual import format_dual_summary
-from rsbench.certify.records import STEM, read_rows
+from rsbench.certify.pipeline.cost import certification_cost
+from rsbench.certify.pipeline.dual_records import format_dual_summary
+from rsbench.certify.pipeline.records import STEM, read_rows
 from rsbench.dual import stages
 from rsbench.errors import ConfigError, ProtocolMismatchError
 from rsbench.methods.router_loss import LABELS_VERSION

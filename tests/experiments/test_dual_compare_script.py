@@ -17,9 +17,9 @@ from statistics import NormalDist
 
 import pytest
 
-from rsbench.certify.dual import DUAL_RECORD, summarize_dual
-from rsbench.certify.records import CertificationRow, RecordWriter, write_record
-from rsbench.certify.summary import write_metrics
+from rsbench.certify.pipeline.dual_records import DUAL_RECORD, summarize_dual
+from rsbench.certify.pipeline.records import CertificationRow, RecordWriter, write_record
+from rsbench.certify.pipeline.summary import write_metrics
 from rsbench.report.stats import mcnemar_test, paired_difference
 
 pytestmark = pytest.mark.study

@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rsbench.certify.records import CertificationRow, write_record
-from rsbench.certify.summary import summarize, write_metrics
+from rsbench.certify.pipeline.records import CertificationRow, write_record
+from rsbench.certify.pipeline.summary import summarize, write_metrics
 
 pytestmark = pytest.mark.study
 

@@ -18,8 +18,8 @@ from torch import Tensor, nn
 
 from rsbench.archs import Classifier
 from rsbench.archs.denoiser import DenoisedClassifier, DnCNN
-from rsbench.certify.pipeline import Subject
-from rsbench.certify.records import read_rows
+from rsbench.certify.pipeline.certification import Subject
+from rsbench.certify.pipeline.records import read_rows
 from rsbench.checkpoint import make_checkpoint, write_checkpoint
 from rsbench.errors import CheckpointMismatchError
 from rsbench.methods.base import Batch

@@ -48,7 +48,7 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from rsbench.certify.sigma_search import optimize_sigma
+from rsbench.certify.algorithm.sigma_search import optimize_sigma
 from rsbench.methods import Batch, SmoothingModule
 from rsbench.methods.attacks import smoothed_probs
 from rsbench.methods.base import StepOutput

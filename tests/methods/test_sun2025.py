@@ -20,7 +20,7 @@ from torch.utils.data import TensorDataset
 
 import rsbench  # noqa: F401  (registers the rs.* resolvers)
 from rsbench import files
-from rsbench.certify.subset import indices_digest
+from rsbench.certify.pipeline.subset import indices_digest
 from rsbench.errors import ProtocolMismatchError
 from rsbench.methods.sun2025 import (
     PlanSampler,

@@ -16,7 +16,7 @@ from torch import nn
 from torchvision.models import resnet18
 
 from rsbench.archs import LeNet
-from rsbench.certify.records import read_rows
+from rsbench.certify.pipeline.records import read_rows
 from rsbench.errors import CheckpointMismatchError, ConfigError
 from rsbench.importer import DatasetFacts, import_checkpoint, save_imported
 from rsbench.loading import file_digest

@@ -17,7 +17,7 @@ from rsbench.archs.classifier import Classifier
 from rsbench.archs.input_layer import InputLayer
 from rsbench.archs.pretrained import Declared, pretrained_input_layer
 from rsbench.archs.registry import build_classifier
-from rsbench.certify.smooth import Smooth
+from rsbench.certify.algorithm.smooth import Smooth
 from rsbench.checkpoint import make_checkpoint, read_classifier, write_checkpoint
 from rsbench.errors import ConfigError
 from rsbench.models.conventions import check_convention, pixel_sigma

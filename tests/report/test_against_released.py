@@ -16,9 +16,9 @@ import pytest
 import yaml
 from scipy.stats import norm
 
-from rsbench.certify.records import CertificationRow, write_record
-from rsbench.certify.subset import indices_digest
-from rsbench.certify.summary import summarize, write_metrics
+from rsbench.certify.pipeline.records import CertificationRow, write_record
+from rsbench.certify.pipeline.subset import indices_digest
+from rsbench.certify.pipeline.summary import summarize, write_metrics
 from rsbench.published.catalogue import rates_trained_with, released_logs, training_curve
 from rsbench.report.__main__ import main
 

@@ -1,6 +1,6 @@
 """Every per-image record is checked on the way in: ``rsbench.report`` and ``rsbench.leaderboard`` refuse an impossible
 one in one ``rsbench: error:`` line naming the file, the line and the problem, before torch loads, and accept the
-clean one (:mod:`rsbench.certify.validate`).
+clean one (:mod:`rsbench.certify.pipeline.validate`).
 
 Before these checks, a truncated last line read ``correct`` as NaN and then True, duplicate rows counted twice, a NaN,
 infinite, negative or above-the-cap radius entered the ACR, an abstention could be "correct", a row's radius could
@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from rsbench.certify.bounds import radius_cap
-from rsbench.certify.validate import Facts, read_table
+from rsbench.certify.algorithm.bounds import radius_cap
+from rsbench.certify.pipeline.validate import Facts, read_table
 from rsbench.errors import DamagedFileError
 from rsbench.leaderboard.__main__ import main as leaderboard
 from rsbench.report.__main__ import main as report
@@ -212,7 +212,7 @@ def test_a_damaged_record_is_refused_before_torch_pandas_or_scipy_load(module: s
 def test_every_committed_released_log_and_study_record_passes_the_checks() -> None:
     """The shipped released logs (with their index's sigma, n and alpha: the six ImageNet logs and two of Cohen et
     al.'s CIFAR-10 ones are consistent with alpha = 0.01 only, as index.csv says) and every committed run."""
-    from rsbench.certify.checked_runs import check_inputs
+    from rsbench.certify.pipeline.checked_runs import check_inputs
     from rsbench.published.catalogue import catalogue
 
     shipped = [log for log in catalogue(duplicates=True) if log.shipped]

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from scipy.stats import norm
 
-from rsbench.certify.bounds import radius_cap
+from rsbench.certify.algorithm.bounds import radius_cap
 from rsbench.report.__main__ import main
 from rsbench.report.load import ReportError, find_results, read_cohen_tsv
 from rsbench.report.plots import curve_legend
@@ -135,7 +135,8 @@ def test_a_hyperparameter_the_config_takes_from_the_training_seed_does_not_split
         (folder / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
     assert sorted(run_report(tmp_path, str(tmp_path / "interpolated"), "--no-published")["seeds"]) == [3]
     for seed in range(2):
-        make_run(tmp_path / "typed" / f"seed{seed}", radii_of(rng), seed=seed, hparams={"lbd": 5, "estimate_seed": seed})
+        hparams = {"lbd": 5, "estimate_seed": seed}
+        make_run(tmp_path / "typed" / f"seed{seed}", radii_of(rng), seed=seed, hparams=hparams)
     assert sorted(run_report(tmp_path, str(tmp_path / "typed"), "--no-published")["seeds"]) == [1, 1]
 
 

@@ -14,10 +14,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rsbench.certify.dual import DUAL_RECORD, combine, dual_row, summarize_dual
-from rsbench.certify.records import CertificationRow, RecordWriter, write_record
-from rsbench.certify.smooth import Certificate
-from rsbench.certify.summary import write_metrics
+from rsbench.certify.algorithm.dual import combine
+from rsbench.certify.algorithm.smooth import Certificate
+from rsbench.certify.pipeline.dual_records import DUAL_RECORD, dual_row, summarize_dual
+from rsbench.certify.pipeline.records import CertificationRow, RecordWriter, write_record
+from rsbench.certify.pipeline.summary import write_metrics
 from rsbench.leaderboard.entries import run_entries
 from rsbench.report.load import read_run
 from tests.helpers import ROOT

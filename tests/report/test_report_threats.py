@@ -15,7 +15,7 @@ import pytest
 
 from rsbench.attack.evaluate import contradicts
 from rsbench.attack.records import AttackRow, append_image
-from rsbench.certify.records import read_rows
+from rsbench.certify.pipeline.records import read_rows
 from rsbench.report.__main__ import main
 from tests.run_folders import make_run, radii_of, run_report
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rsbench.certify.records import read_rows
+from rsbench.certify.pipeline.records import read_rows
 from rsbench.runs.job import run_with_prerequisites
 from rsbench.runs.prerequisites import plan_prerequisites
 from tests.helpers import HEAVY, QUIET, ROOT, compose_config, environment

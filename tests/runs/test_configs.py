@@ -257,7 +257,7 @@ def test_an_appended_certify_key_is_refused_naming_the_allowed_ones(make_cfg) ->
 def test_every_certify_setting_is_a_schema_field_and_a_key_of_the_default_yaml(make_cfg) -> None:
     from dataclasses import fields
 
-    from rsbench.certify.settings import CHOICES, KEYS, SWITCHES, CertifyConfig
+    from rsbench.certify.pipeline.settings import CHOICES, KEYS, SWITCHES, CertifyConfig
 
     names = {f.name for f in fields(CertifyConfig)}
     assert names == {*KEYS, *CHOICES, *SWITCHES}

@@ -20,7 +20,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from torch.utils.data import DataLoader, TensorDataset
 
-from rsbench.certify.records import COLUMNS, RecordWriter, read_records, read_rows
+from rsbench.certify.pipeline.records import COLUMNS, RecordWriter, read_records, read_rows
 from rsbench.data.download import socket_timeout, unreachable
 from rsbench.errors import (
     ConfigError,

@@ -240,7 +240,7 @@ def test_an_rsbench_checkpoint_given_as_plain_weights_is_sent_to_model_checkpoin
 def test_progress_to_a_file_says_something_within_seconds(caplog: pytest.LogCaptureFixture) -> None:
     """Written to a file, the certification progress logged nothing for its first 30 s: now a line at the start and
     one at the first image (with its pace), then every interval."""
-    from rsbench.certify.progress import ProgressLines
+    from rsbench.certify.pipeline.progress import ProgressLines
 
     with caplog.at_level(logging.INFO, logger="rsbench"):
         counter = ProgressLines(10, 0, "certifying (certify)", "images", interval=3600.0)

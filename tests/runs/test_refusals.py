@@ -210,7 +210,7 @@ def test_the_early_facts_are_the_runs() -> None:
 
 @pytest.mark.parametrize("change", ["n=0", "n0=-3", "alpha=2.0", "start=-1", "skip=0", "max_images=0"])
 def test_a_certification_setting_refused_early_is_refused_by_the_settings_in_the_same_words(change: str) -> None:
-    from rsbench.certify.settings import CertifySettings
+    from rsbench.certify.pipeline.settings import CertifySettings
 
     cfg = compose_config(f"certify.{change}", "model.path=x.ckpt", config_name="certify_model")
     with pytest.raises(ConfigError) as early:

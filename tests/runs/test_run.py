@@ -18,8 +18,8 @@ import torch
 import wandb
 from omegaconf import DictConfig
 
-from rsbench.certify.bounds import radius_cap
-from rsbench.certify.records import COLUMNS, read_rows
+from rsbench.certify.algorithm.bounds import radius_cap
+from rsbench.certify.pipeline.records import COLUMNS, read_rows
 from rsbench.errors import CheckpointMismatchError, ProtocolMismatchError
 from rsbench.runs.run import describe_method, run
 from tests.helpers import ROOT, SMOKE, ComposeFn, compose_config

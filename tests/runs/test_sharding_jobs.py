@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rsbench.certify.records import read_rows
+from rsbench.certify.pipeline.records import read_rows
 from rsbench.errors import ConfigError
 from rsbench.runs.run import run
 from tests.helpers import QUIET, ROOT, compose_config, environment, untimed

@@ -5,19 +5,20 @@ The first six columns are Cohen et al.'s ``idx label predict radius correct time
 fewer when sequential certification stopped early), ``pA_lower``, ``sigma`` and ``sound`` (whether the row is a
 sound certificate: false only for data-dependent-sigma certificates). Radii are written at full float
 precision, so grid thresholds never round a 0.4996 up to 0.5. A record of another threat model than Gaussian noise
-and the l2 norm ends with two more columns, ``norm`` and ``noise`` (:mod:`rsbench.certify.threat`); a record without
-them is Gaussian and l2. A dual randomized-smoothing record (:mod:`rsbench.certify.dual`) ends with the router's and
-the routed expert's columns instead (:data:`DUAL_COLUMNS`): its ``count``, ``n``, ``pA_lower`` and ``sigma`` are the
-routed expert's, ``radius`` is min(router_radius, expert_radius), and each row holds at ``alpha + beta``. Every
-record is one row type, :class:`CertificationRow`, read by :func:`read_rows` and appended by :class:`RecordWriter`;
-dual records written before that (:data:`LEGACY_DUAL_COLUMNS`, without ``count``) still read, their ``count`` None.
+and the l2 norm ends with two more columns, ``norm`` and ``noise`` (:mod:`rsbench.certify.algorithm.threat`); a record
+without them is Gaussian and l2. A dual randomized-smoothing record (:mod:`rsbench.certify.pipeline.dual_records`) ends
+with the router's and the routed expert's columns instead (:data:`DUAL_COLUMNS`): its ``count``, ``n``, ``pA_lower`` and
+``sigma`` are the routed expert's, ``radius`` is min(router_radius, expert_radius), and each row holds at ``alpha +
+beta``. Every record is one row type, :class:`CertificationRow`, read by :func:`read_rows` and appended by
+:class:`RecordWriter`; dual records written before that (:data:`LEGACY_DUAL_COLUMNS`, without ``count``) still read,
+their ``count`` None.
 
 Next to it, ``certify_protocol.json`` records what the rows depend on (n0, n, alpha, sigma, seed, the subset, the
 model's weights fingerprint). Rerunning into the same directory continues after the last complete row; a protocol
 that differs is refused instead of mixing two experiments in one file. When several ranks certify shares of the
 images, each appends to its own ``certify.rank<r>-of-<w>.tsv`` and the shards are merged into ``certify.tsv``; the
-jobs of a sharded certification (:mod:`rsbench.certify.sharding`) append to ``certify.shard<k>-of-<K>.tsv`` in one
-folder, each file locked by the process that writes it.
+jobs of a sharded certification (:mod:`rsbench.certify.pipeline.sharding`) append to ``certify.shard<k>-of-<K>.tsv`` in
+one folder, each file locked by the process that writes it.
 """
 
 from __future__ import annotations
@@ -29,11 +30,14 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
-from rsbench.certify.validate import UNKNOWN, Facts, read_table
+from rsbench.certify.pipeline.validate import UNKNOWN, Facts, read_table
 from rsbench.errors import DamagedFileError, ProtocolMismatchError, RunDirectoryBusyError, damaged_record
 from rsbench.files import write_text_atomically
+
+if TYPE_CHECKING:
+    from rsbench.certify.algorithm.smooth import Certificate
 
 COLUMNS: tuple[str, ...] = (
     "idx",
@@ -146,6 +150,25 @@ class CertificationRow:
         return tsv_line((getattr(self, name) for name in self.columns), correct_at=COLUMNS.index("correct"))
 
     @classmethod
+    def of(cls, idx: int, label: int, cert: Certificate, *, sound: bool = True) -> CertificationRow:
+        """The row of test image ``idx`` (true class ``label``) certified as ``cert`` (its time to 0.1 ms)."""
+        return cls(
+            idx=idx,
+            label=label,
+            predict=cert.prediction,
+            radius=cert.radius,
+            correct=cert.prediction == label,
+            time=round(cert.seconds, 4),
+            count=cert.count,
+            n=cert.n,
+            pA_lower=cert.p_a_lower,
+            sigma=cert.sigma,
+            sound=sound,
+            norm=cert.norm,
+            noise=cert.noise,
+        )
+
+    @classmethod
     def from_line(cls, line: str, columns: tuple[str, ...] | None = None) -> CertificationRow:
         """Parse a line written by :meth:`to_line` (``columns``: its record's header; by default told by its length)."""
         parts = line.rstrip("\n").split("\t")
@@ -167,7 +190,7 @@ class CertificationRow:
 
 
 def read_rows(path: Path, facts: Facts = UNKNOWN) -> list[CertificationRow]:
-    """All complete rows of a ``certify.tsv``, checked (:func:`rsbench.certify.validate.read_table`).
+    """All complete rows of a ``certify.tsv``, checked (:func:`rsbench.certify.pipeline.validate.read_table`).
 
     A trailing line without newline (a crash while appending) is ignored; an empty file, or a header alone, has no
     rows yet.
@@ -202,7 +225,7 @@ def shard_record(rank: int, world_size: int, stem: str = STEM, kind: str = "rank
 
     ``stem`` names other records of the same run (``certify_fixed_sigma``: the sound certificates reported beside
     data-dependent ones); ``kind`` is ``rank`` for the processes of one DDP job, ``shard`` for the jobs of a sharded
-    certification (:mod:`rsbench.certify.sharding`), whose files are never folded into ``certify.tsv`` alone.
+    certification (:mod:`rsbench.certify.pipeline.sharding`), whose files are never folded into ``certify.tsv`` alone.
     """
     if kind not in SHARD_KINDS:
         raise ValueError(f"kind must be one of {SHARD_KINDS}, got {kind!r}")

@@ -1,7 +1,7 @@
 """The certification pipeline, with no Lightning in it: a model and test images in; records and a summary out.
 
-:class:`Certification` certifies the images of a :class:`~rsbench.certify.settings.Subset` of a test set with the
-settings' protocol and writes the output contract into its directory: ``certify.tsv`` (one row per image, appended
+:class:`Certification` certifies the images of a :class:`~rsbench.certify.pipeline.settings.Subset` of a test set with
+the settings' protocol and writes the output contract into its directory: ``certify.tsv`` (one row per image, appended
 and flushed as it is computed, resumed after an interruption; ``certify_protocol.json`` refuses to continue rows of
 another protocol or model), ``metrics.json`` (ACR, certified accuracy on the radius grid, the exact protocol and
 subset) and ``certified_accuracy.png``. Training runs reach it through
@@ -11,15 +11,15 @@ ensembles) calls it directly.
 Under several processes, process r certifies every world_size-th image of the subset (a static share, so a resumed
 run never computes an image twice) into its own shard file, and process 0 merges the shards and writes the summary:
 the rows are the ones a single process would produce, because each image's noise streams are seeded by
-(seed, image index) alone. The jobs of a sharded certification (``certify.shard``, :mod:`rsbench.certify.sharding`)
-slice the subset the same way, each into its own record of one shared folder, and the last job to finish merges
-them (:func:`merge_shards`, also ``python -m rsbench.certify.merge``); the summary is then written from the files
-alone, from what each job stored in ``certify_shards.json`` when it started.
+(seed, image index) alone. The jobs of a sharded certification (``certify.shard``,
+:mod:`rsbench.certify.pipeline.sharding`) slice the subset the same way, each into its own record of one shared folder,
+and the last job to finish merges them (:func:`merge_shards`, also ``python -m rsbench.certify.merge``); the summary is
+then written from the files alone, from what each job stored in ``certify_shards.json`` when it started.
 
-The certificates themselves come from the subject's :class:`~rsbench.certify.strategy.Strategy`: a
-:class:`Subject`'s smoothed classifier (:func:`rsbench.certify.groups.certify_images`, the algorithm's one
+The certificates themselves come from the subject's :class:`~rsbench.certify.pipeline.strategy.Strategy`: a
+:class:`Subject`'s smoothed classifier (:func:`rsbench.certify.algorithm.groups.certify_images`, the algorithm's one
 composition of "certify a group of images", or the per-input-sigma search), or a router and its experts
-(:class:`rsbench.certify.dual_run.DualSubject`, dual randomized smoothing); this module is the run around it
+(:class:`rsbench.certify.pipeline.dual_run.DualSubject`, dual randomized smoothing); this module is the run around it
 (settings, records, resume, shards, summary, plot, progress, cost).
 
 With a data-dependent sigma mode, ``certify.tsv`` and ``metrics.json`` hold certificates at a per-input sigma,
@@ -42,15 +42,18 @@ from scipy.stats import norm
 from torch import Tensor, nn
 
 from rsbench.archs.classifier import weights_fingerprint
-from rsbench.certify.cost import certification_cost
-from rsbench.certify.data_dependent import MEMORY_NOTE, UNSOUND_NOTE, certify_data_dependent, memory_replay
-from rsbench.certify.designs import Design
-from rsbench.certify.dual_run import DualSubject, dual_presented
-from rsbench.certify.environment import environment
-from rsbench.certify.groups import certify_images
-from rsbench.certify.plot import Curve, plot_certified_accuracy
-from rsbench.certify.progress import progress as progress_counter
-from rsbench.certify.records import (
+from rsbench.certify.algorithm.data_dependent import UNSOUND_NOTE, certify_data_dependent
+from rsbench.certify.algorithm.designs import Design
+from rsbench.certify.algorithm.groups import certify_images
+from rsbench.certify.algorithm.seeding import derive_seed
+from rsbench.certify.algorithm.smooth import Certificate, Smooth, module_device
+from rsbench.certify.pipeline.cost import certification_cost
+from rsbench.certify.pipeline.dual_run import DualSubject, dual_presented
+from rsbench.certify.pipeline.environment import environment
+from rsbench.certify.pipeline.memory_replay import MEMORY_NOTE, memory_replay
+from rsbench.certify.pipeline.plot import Curve, plot_certified_accuracy
+from rsbench.certify.pipeline.progress import progress as progress_counter
+from rsbench.certify.pipeline.records import (
     STEM,
     CertificationRow,
     RecordWriter,
@@ -63,13 +66,11 @@ from rsbench.certify.records import (
     write_protocol,
     write_record,
 )
-from rsbench.certify.seeding import derive_seed
-from rsbench.certify.settings import RESUMABLE, CertifySettings
-from rsbench.certify.sharding import owner
-from rsbench.certify.smooth import Certificate, Smooth, module_device
-from rsbench.certify.strategy import Presented, RecordPlan, Strategy, recorded_provenance, smooth_for
-from rsbench.certify.subset import indices_digest, require_images
-from rsbench.certify.summary import format_summary, summarize, write_metrics
+from rsbench.certify.pipeline.settings import RESUMABLE, CertifySettings
+from rsbench.certify.pipeline.sharding import owner
+from rsbench.certify.pipeline.strategy import Presented, RecordPlan, Strategy, recorded_provenance, smooth_for
+from rsbench.certify.pipeline.subset import indices_digest, require_images
+from rsbench.certify.pipeline.summary import format_summary, summarize, write_metrics
 from rsbench.errors import DamagedFileError
 from rsbench.files import write_text_atomically
 
@@ -162,7 +163,8 @@ class Context:
         extra: ``model`` (provenance), ``hparams`` and the run's notes, as recorded in ``metrics.json``.
         environments: the environment of each process that certified (by shard; one entry unless sharded).
         train_seconds: the run's training time (``None``: it trained nothing).
-        dual: a dual run's summary parameters (:meth:`rsbench.certify.dual_run.DualStrategy.dual`), else ``None``.
+        dual: a dual run's summary parameters (:meth:`rsbench.certify.pipeline.dual_run.DualStrategy.dual`), else
+            ``None``.
     """
 
     settings: CertifySettings
@@ -259,15 +261,15 @@ class Certification:
             should_stop: asked after each certified image; when it returns true the run stops there (every row
                 certified so far is on disk, so rerunning resumes after it) and writes no summary.
         """
-        self.settings = self.settings.with_defaults(subject.certify_defaults)  # what the settings leave to the method
-        settings, sharding = self.settings, self.settings.sharding
+        settings = self.settings.with_defaults(subject.certify_defaults)  # what the settings leave to the method
+        sharding = settings.sharding
         strategy: Strategy = subject.strategy()
         strategy.check(settings)
         subset = settings.subset
         dataset = subject.description.get("dataset")
         split = f"the {dataset} test split" if dataset else "the test split"
         indices = require_images(len(images), subset.start, subset.skip, subset.max_images, split)
-        context = self._context(strategy, images, indices)
+        context = self._context(settings, strategy, images, indices)
         if shard.rank == 0:
             self._store_protocol(strategy.stored_protocol(settings, len(images)), context)
         barrier()
@@ -278,7 +280,7 @@ class Certification:
         with strategy.records(settings) as plans:
             for plan in plans:
                 record = self.output_dir / shard_record(first, stride, plan.stem, kind)
-                stopped = self._certify_share(plan, images, share, record, should_stop, sharding.sharded)
+                stopped = self._certify_share(settings, plan, images, share, record, should_stop)
                 if stopped:
                     log.warning("certification stopped on request; rerun into %s to resume", self.output_dir)
                     break
@@ -298,7 +300,7 @@ class Certification:
         shard is registered its protocol binds every other shard even before any row is written, so two shards with
         different settings can never both pass.
         """
-        sharding = self.settings.sharding
+        sharding = context.settings.sharding
         if not sharding.sharded:
             check_protocol(self.output_dir, stored, RESUMABLE)
             write_protocol(self.output_dir, stored)
@@ -308,9 +310,10 @@ class Certification:
             write_protocol(self.output_dir, stored)
             _register_shard(self.output_dir, context, sharding.shard)
 
-    def _context(self, strategy: Strategy, images: IndexedImages, indices: list[int]) -> Context:
-        """What the summary says besides the rows (see :class:`Context`)."""
-        settings = self.settings
+    def _context(
+        self, settings: CertifySettings, strategy: Strategy, images: IndexedImages, indices: list[int]
+    ) -> Context:
+        """What the summary of a run with ``settings`` says besides the rows (see :class:`Context`)."""
         extra = {**strategy.extra(settings, self.output_dir), **self.notes}
         return Context(
             settings=settings,
@@ -326,12 +329,12 @@ class Certification:
 
     def _certify_share(
         self,
+        settings: CertifySettings,
         plan: RecordPlan,
         images: IndexedImages,
         share: list[int],
         record: Path,
         should_stop: Callable[[], bool] | None,
-        exclusive: bool = False,
     ) -> bool:
         """Certify the images of ``share`` not yet in record ``plan.stem``, appending each row to ``record`` when done.
 
@@ -347,10 +350,10 @@ class Certification:
         todo = [i for i in share if i not in done]
         if done:
             log.info("resuming certification: %d of %d images already certified", len(done), len(share))
-        together = self.settings.speed.images_together(self.settings.protocol)
+        together = settings.speed.images_together(settings.protocol)
         progress = progress_counter(len(share), f"certifying ({stem})", "images", initial=len(done))
         try:
-            with RecordWriter(record, plan.columns, exclusive=exclusive) as writer:
+            with RecordWriter(record, plan.columns, exclusive=settings.sharding.sharded) as writer:
                 for first in range(0, len(todo), together):
                     group = todo[first : first + together]
                     items = [images[i] for i in group]
@@ -367,7 +370,7 @@ class Certification:
 
 @dataclass(frozen=True)
 class SmoothStrategy:
-    """The :class:`~rsbench.certify.strategy.Strategy` of a :class:`Subject`: its smoothed classifier.
+    """The :class:`~rsbench.certify.pipeline.strategy.Strategy` of a :class:`Subject`: its smoothed classifier.
 
     At a fixed sigma one record; under a per-input sigma mode the sound fixed-sigma record, then the per-input one.
     """
@@ -385,8 +388,9 @@ class SmoothStrategy:
             log.warning("certifying at sigma=%s a model trained at sigma=%s", sigma, self.subject.sigma)
         if protocol.noise != self.subject.noise:
             log.warning("certifying with %s noise a model trained with %s noise", protocol.noise, self.subject.noise)
-        if settings.sequential is not None:
-            _warn_unreachable(settings.sequential.make(sigma, protocol), protocol.n)
+        design = settings.design(sigma)
+        if design is not None:
+            _warn_unreachable(design, protocol.n)
 
     def meta(self, settings: CertifySettings) -> dict[str, Any]:
         """The subject's description, the certification seed and the weights' fingerprint."""
@@ -446,13 +450,13 @@ GroupCertifier = Callable[[Smooth, Tensor, list[int], CertifySettings], Iterator
 
 
 def _rows(certify_group: GroupCertifier, smooth: Smooth, settings: CertifySettings, unsound: bool) -> Any:
-    """The :data:`~rsbench.certify.strategy.RowCertifier` of ``certify_group`` on ``smooth``."""
+    """The :data:`~rsbench.certify.pipeline.strategy.RowCertifier` of ``certify_group`` on ``smooth``."""
     seed = settings.protocol.seed
 
     def certify(xs: Tensor, group: list[int], labels: list[int]) -> Iterator[tuple[int, CertificationRow]]:
         seeds = [derive_seed(seed, i) for i in group]
         for position, cert in certify_group(smooth, xs, seeds, settings):
-            yield position, _row(group[position], labels[position], cert, not unsound)
+            yield position, CertificationRow.of(group[position], labels[position], cert, sound=not unsound)
 
     return certify
 
@@ -461,17 +465,9 @@ def _certify_group(
     smooth: Smooth, xs: Tensor, seeds: list[int], settings: CertifySettings
 ) -> Iterator[tuple[int, Certificate]]:
     """Yield (position in the group, certificate) as each image of the group is certified."""
-    protocol, schedule = settings.protocol, settings.sequential
-    design = schedule.make(smooth.sigma, protocol) if schedule is not None else None
+    protocol, batch_size, design = settings.protocol, settings.speed.batch_size, settings.design(smooth.sigma)
     return certify_images(
-        smooth,
-        xs,
-        seeds,
-        n0=protocol.n0,
-        n=protocol.n,
-        alpha=protocol.alpha,
-        batch_size=settings.speed.batch_size,
-        design=design,
+        smooth, xs, seeds, n0=protocol.n0, n=protocol.n, alpha=protocol.alpha, batch_size=batch_size, design=design
     )
 
 
@@ -505,7 +501,7 @@ def records_of(settings: CertifySettings) -> list[str]:
 def _register_shard(directory: Path, context: Context, shard: int) -> None:
     """Store the summary context in ``certify_shards.json``, with this shard's environment beside the others'.
 
-    The caller holds the folder's lock (:func:`~rsbench.certify.records.directory_lock`).
+    The caller holds the folder's lock (:func:`~rsbench.certify.pipeline.records.directory_lock`).
     """
     path = directory / SHARDS
     stored = _read_json(path) if path.is_file() else {"shards": {}}
@@ -726,21 +722,3 @@ def _warn_unreachable(design: Design, n: int) -> None:
             design.goal.sigma * float(norm.ppf(design.best_lower())),
             design.cap,
         )
-
-
-def _row(idx: int, label: int, cert: Certificate, sound: bool) -> CertificationRow:
-    return CertificationRow(
-        idx=idx,
-        label=label,
-        predict=cert.prediction,
-        radius=cert.radius,
-        correct=cert.prediction == label,
-        time=round(cert.seconds, 4),
-        count=cert.count,
-        n=cert.n,
-        pA_lower=cert.p_a_lower,
-        sigma=cert.sigma,
-        sound=sound,
-        norm=cert.norm,
-        noise=cert.noise,
-    )

@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rsbench.certify.caps import fixed_n_cap
-from rsbench.certify.metrics import average_certified_radius, certified_accuracy_curve, radius_grid
-from rsbench.certify.records import CertificationRow
+from rsbench.certify.algorithm.caps import fixed_n_cap
+from rsbench.certify.pipeline.metrics import average_certified_radius, certified_accuracy_curve, radius_grid
+from rsbench.certify.pipeline.records import CertificationRow
 from rsbench.files import write_text_atomically
 
 

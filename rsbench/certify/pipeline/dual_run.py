@@ -1,21 +1,21 @@
-"""Dual randomized smoothing as a subject of the one certification pipeline (:mod:`rsbench.certify.pipeline`).
+"""Dual randomized smoothing as a subject of the one certification pipeline (:mod:`.certification`).
 
-A :class:`DualSubject` is a router and its experts (:mod:`rsbench.certify.dual`); ``Certification.run`` certifies it
-like any subject, so a dual run gets the pipeline's protocol check, resume, shards and their merge, progress, cost,
-summary, result line and plot. Its :class:`DualStrategy` certifies a group of images with
-:class:`~rsbench.certify.dual.DualSmooth` (the router at ``beta`` with ``router_n0`` / ``router_n`` samples, the routed
-expert at ``certify.alpha``, fixed-n or sequential), or takes the routed expert's certificates from its own
-certification (``expert_records``, checked by the caller: :mod:`rsbench.certify.dual_checks`). Its
+A :class:`DualSubject` is a router and its experts (:mod:`rsbench.certify.algorithm.dual`); ``Certification.run``
+certifies it like any subject, so a dual run gets the pipeline's protocol check, resume, shards and their merge,
+progress, cost, summary, result line and plot. Its :class:`DualStrategy` certifies a group of images with
+:class:`~rsbench.certify.algorithm.dual.DualSmooth` (the router at ``beta`` with ``router_n0`` / ``router_n`` samples,
+the routed expert at ``certify.alpha``, fixed-n or sequential), or takes the routed expert's certificates from its own
+certification (``expert_records``, checked by the caller: :mod:`rsbench.certify.pipeline.dual_checks`). Its
 ``certify_protocol.json`` is the one dual runs have always stored (``kind: dual_rs``; a sharded run adds
-``num_shards``), and its ``metrics.json`` holds :func:`~rsbench.certify.dual.summarize_dual`'s summary with the
-pipeline's subset, environment and cost.
+``num_shards``), and its ``metrics.json`` holds :func:`~rsbench.certify.pipeline.dual_records.summarize_dual`'s summary
+with the pipeline's subset, environment and cost.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -23,23 +23,16 @@ import torch
 from torch import Tensor, nn
 
 from rsbench.archs.classifier import weights_fingerprint
-from rsbench.certify.caps import fixed_n_cap
-from rsbench.certify.dual import (
-    DUAL_RECORD,
-    Certifier,
-    DualSmooth,
-    dual_row,
-    fixed_n,
-    format_dual_summary,
-    summarize_dual,
-)
-from rsbench.certify.plot import Curve
-from rsbench.certify.records import STEM, read_records
-from rsbench.certify.seeding import derive_seed
-from rsbench.certify.sequential import certify_group
-from rsbench.certify.settings import CertifySettings
-from rsbench.certify.smooth import Certificate, Smooth, module_device
-from rsbench.certify.strategy import Presented, RecordPlan, recorded_provenance, smooth_for
+from rsbench.certify.algorithm.caps import fixed_n_cap
+from rsbench.certify.algorithm.dual import DualSmooth
+from rsbench.certify.algorithm.groups import Certifier, certifier
+from rsbench.certify.algorithm.seeding import derive_seed
+from rsbench.certify.algorithm.smooth import Certificate, Smooth, module_device
+from rsbench.certify.pipeline.dual_records import DUAL_RECORD, dual_row, format_dual_summary, summarize_dual
+from rsbench.certify.pipeline.plot import Curve
+from rsbench.certify.pipeline.records import STEM, read_records
+from rsbench.certify.pipeline.settings import CertifySettings
+from rsbench.certify.pipeline.strategy import Presented, RecordPlan, recorded_provenance, smooth_for
 from rsbench.errors import ConfigError
 from rsbench.files import record_path
 
@@ -105,7 +98,7 @@ class DualSubject:
 
 @dataclass(frozen=True)
 class DualStrategy:
-    """The :class:`~rsbench.certify.strategy.Strategy` of a :class:`DualSubject`."""
+    """The :class:`~rsbench.certify.pipeline.strategy.Strategy` of a :class:`DualSubject`."""
 
     subject: DualSubject
 
@@ -240,7 +233,7 @@ def smoothed(classifier: nn.Module, classes: int, sigma: float, settings: Certif
     """``classifier`` in evaluation mode (channels-last when asked), smoothed at ``sigma`` with the settings' noise.
 
     ``certify.noise_grid`` draws the Gaussian noise on the input grid for the router and every expert alike; other
-    threat models are refused before (:func:`rsbench.certify.dual_checks.check_dual_threat`).
+    threat models are refused before (:func:`rsbench.certify.pipeline.dual_checks.check_dual_threat`).
     """
     classifier = classifier.eval()
     if settings.speed.channels_last:
@@ -255,23 +248,15 @@ def _reuse(read: ReusedCertificates, group: list[int]) -> Callable[[int, list[in
 
 def certifier_for(settings: CertifySettings, n0: int, n: int) -> Certifier:
     """Fixed-n CERTIFY with (n0, n), or the sequential design of ``certify.*`` up to n samples."""
-    batch_size = settings.speed.batch_size
-    if settings.sequential is None:
-        return fixed_n(n0, n, batch_size)
-    schedule = settings.sequential
-
-    def certify(smooth: Smooth, xs: Tensor, seeds: list[int], alpha: float) -> list[Certificate]:
-        protocol = replace(settings.protocol, n0=n0, n=n, alpha=alpha)
-        return certify_group(smooth, xs, n0, batch_size, schedule.make(smooth.sigma, protocol), seeds=seeds)
-
-    return certify
+    return certifier(
+        n0, n, settings.speed.batch_size, lambda sigma, alpha: settings.design(sigma, n0=n0, n=n, alpha=alpha)
+    )
 
 
 def cap_for(settings: CertifySettings, sigma: float, n0: int, n: int, alpha: float) -> float:
     """The largest radius reported at ``sigma`` with (n0, n, alpha): fixed-n's cap, or the sequential design's."""
-    if settings.sequential is None:
-        return fixed_n_cap(sigma, n, alpha)
-    return settings.sequential.cap(sigma, replace(settings.protocol, n0=n0, n=n, alpha=alpha))
+    design = settings.design(sigma, n0=n0, n=n, alpha=alpha)
+    return fixed_n_cap(sigma, n, alpha) if design is None else design.cap
 
 
 def dual_presented(

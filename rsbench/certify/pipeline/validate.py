@@ -1,7 +1,7 @@
 """One validating reader for every per-image certification record, and the check of a run's summary against it.
 
 Every record rsbench reads goes through :func:`read_table`: a run's ``certify.tsv`` and its shards
-(:func:`rsbench.certify.records.read_rows`), dual randomized-smoothing records among them, Cohen et
+(:func:`rsbench.certify.pipeline.records.read_rows`), dual randomized-smoothing records among them, Cohen et
 al.'s TSVs and the released logs (:func:`rsbench.report.load.read_cohen_tsv`), and the attack record ``attack.tsv``
 (:func:`rsbench.attack.records.read_attack_rows`, with its own row checks). A record is refused, in one line that
 names the file, the line and the problem, when
@@ -486,7 +486,7 @@ def check_summary(
     Raises:
         DamagedFileError: a protocol key, the image count, ACR, the abstention rate or a certified accuracy differs.
     """
-    from rsbench.certify.metrics import average_certified_radius, certified_accuracy
+    from rsbench.certify.pipeline.metrics import average_certified_radius, certified_accuracy
 
     advice = "; was it edited, or copied from another run? Certify again into a new folder to get a consistent one"
     for key in ("n0", "n", "alpha", "sigma"):

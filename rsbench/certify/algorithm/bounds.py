@@ -7,7 +7,7 @@ import math
 from scipy.stats import binomtest, norm
 from statsmodels.stats.proportion import proportion_confint
 
-from rsbench.certify.checks import check_alpha  # (also imported from here: the bounds' own check)
+from rsbench.certify.algorithm.checks import check_alpha  # (also imported from here: the bounds' own check)
 
 
 def clopper_pearson_lower(successes: int, trials: int, alpha: float) -> float:

@@ -33,7 +33,7 @@ from functools import lru_cache
 import torch
 from torch import Tensor
 
-from rsbench.certify.smooth import Precision, Smooth
+from rsbench.certify.algorithm.smooth import Precision, Smooth
 
 SCALE_BITS = 62
 TAIL_SIGMAS = 10.0
@@ -85,7 +85,7 @@ def grid_values(x: Tensor, levels: int) -> Tensor:
 
 
 class GridSmooth(Smooth):
-    """:class:`~rsbench.certify.smooth.Smooth` with noise on the input grid (see the module docstring).
+    """:class:`~rsbench.certify.algorithm.smooth.Smooth` with noise on the input grid (see the module docstring).
 
     Args:
         base_classifier, num_classes, sigma, precision, channels_last: as for ``Smooth``.

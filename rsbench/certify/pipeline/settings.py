@@ -5,7 +5,8 @@
 - :class:`Speed`: how the network is evaluated (batch size, packing, autocast, memory format, compilation);
 - :class:`SequentialSchedule`: sequential CERTIFY's design, looks and radius cap (``certify.mode=sequential``);
 - :class:`DataDependent`: data-dependent smoothing's sigma mode and per-input sigma search;
-- :class:`~rsbench.certify.sharding.Sharding`: which slice of the images this job certifies (``certify.shard``).
+- :class:`~rsbench.certify.pipeline.sharding.Sharding`: which slice of the images this job certifies
+  (``certify.shard``).
 
 The user-facing config stays flat (``certify.n``, ``certify.skip``, ``certify.precision``, ... as the README
 documents them); :meth:`CertifySettings.from_keys` sorts those keys into the groups. :data:`CertifyConfig`, the
@@ -25,15 +26,15 @@ from typing import Any, Literal, Optional
 
 from scipy.stats import norm
 
-from rsbench.certify.caps import reported_cap, table_cap
-from rsbench.certify.checks import check_alpha, check_count, settings_error
-from rsbench.certify.data_dependent import SigmaSearch
-from rsbench.certify.designs import DESIGNS, Design, Goal, LookSchedule, make_design
-from rsbench.certify.groups import images_together
-from rsbench.certify.sharding import Sharding
-from rsbench.certify.smooth import PRECISIONS, Precision
-from rsbench.certify.subset import certification_indices
-from rsbench.certify.threat import ThreatModel
+from rsbench.certify.algorithm.caps import reported_cap, table_cap
+from rsbench.certify.algorithm.checks import check_alpha, check_count, settings_error
+from rsbench.certify.algorithm.data_dependent import SigmaSearch
+from rsbench.certify.algorithm.designs import DESIGNS, Design, Goal, LookSchedule, make_design
+from rsbench.certify.algorithm.groups import images_together
+from rsbench.certify.algorithm.smooth import PRECISIONS, Precision
+from rsbench.certify.algorithm.threat import ThreatModel
+from rsbench.certify.pipeline.sharding import Sharding
+from rsbench.certify.pipeline.subset import certification_indices
 from rsbench.errors import ConfigError
 from rsbench.noise import check_sigma
 
@@ -54,11 +55,12 @@ class Protocol:
             and an interrupted run resumes with the numbers an uninterrupted one would give (same batch size).
         sigma: the certification noise level; ``None`` uses the model's training sigma.
         radius_step: the step of the radius grid in ``metrics.json`` (an l-infinity grid scales it by 1/sqrt(d):
-            :meth:`rsbench.certify.threat.ThreatModel.grid_step`).
+            :meth:`rsbench.certify.algorithm.threat.ThreatModel.grid_step`).
         noise: the smoothing noise (``gaussian``, ``laplace``, ``uniform``) at per-coordinate standard deviation sigma.
-        norm: the norm certified (``l1``, ``l2``, ``linf``); ``None``: the noise's own (:mod:`rsbench.certify.threat`).
+        norm: the norm certified (``l1``, ``l2``, ``linf``); ``None``: the noise's own
+            (:mod:`rsbench.certify.algorithm.threat`).
         noise_grid: draw the noise on the input grid k / noise_grid (255: 8-bit images), sound in floating point
-            (:mod:`rsbench.certify.grid_noise`, Voráček and Hein 2023); ``None``: float32 Gaussian noise.
+            (:mod:`rsbench.certify.algorithm.grid_noise`, Voráček and Hein 2023); ``None``: float32 Gaussian noise.
     """
 
     n0: int = 100
@@ -155,13 +157,13 @@ class Speed:
 
 @dataclass(frozen=True)
 class SequentialSchedule:
-    """Sequential CERTIFY (see :mod:`rsbench.certify.sequential`): its design, looks and radius cap.
+    """Sequential CERTIFY (see :mod:`rsbench.certify.algorithm.sequential`): its design, looks and radius cap.
 
     Attributes:
         design: ``informed`` (the default: a betting confidence sequence whose prior the selection votes update,
             futility by the predictive probability), ``betting`` (the same with a fixed prior and the sequence's own
             futility rule), ``looks`` (Clopper-Pearson at alpha / S over S looks, rsbench's first design) or
-            ``adaptive`` (Horváth et al.: one target radius, the cap); see :mod:`rsbench.certify.designs`.
+            ``adaptive`` (Horváth et al.: one target radius, the cap); see :mod:`rsbench.certify.algorithm.designs`.
         radius_cap: the largest radius reported; ``None``: the largest radius of the grid up to 2.5 (the papers'
             tables) that n of n votes can certify, e.g. 0.75 / 1.75 / 2.5 at sigma 0.25 / 0.5 / 1.0.
         first_look: estimation samples before the first look (``None``: the design's, 100 for ``informed`` and
@@ -212,7 +214,7 @@ class SequentialSchedule:
 
 
 def default_radius_cap(sigma: float, protocol: Protocol) -> float:
-    """The largest grid radius up to 2.5 below the fixed-n cap (:func:`~rsbench.certify.caps.table_cap`)."""
+    """The largest grid radius up to 2.5 below the fixed-n cap (:func:`~rsbench.certify.algorithm.caps.table_cap`)."""
     return table_cap(sigma, protocol.n, protocol.alpha, protocol.radius_step)
 
 
@@ -316,6 +318,20 @@ class CertifySettings:
         """``fixed``, ``data_dependent`` or ``memory``."""
         return "fixed" if self.data_dependent is None else self.data_dependent.mode
 
+    def design(
+        self, sigma: float, *, n0: int | None = None, n: int | None = None, alpha: float | None = None
+    ) -> Design | None:
+        """Sequential CERTIFY's design at ``sigma`` (``None`` in standard mode: fixed-n CERTIFY).
+
+        For the protocol as configured, or with ``n0``, ``n`` and ``alpha`` where given (a dual run's router certifies
+        with its own samples, at beta).
+        """
+        if self.sequential is None:
+            return None
+        protocol = self.protocol
+        changed = replace(protocol, n0=n0 or protocol.n0, n=n or protocol.n, alpha=alpha or protocol.alpha)
+        return self.sequential.make(sigma, changed)
+
     def cap(self, sigma: float, dim: int = 0) -> float:
         """The largest radius reported: the fixed-n cap, or in sequential mode the schedule's radius cap.
 
@@ -335,9 +351,10 @@ class CertifySettings:
         """Refuse a sequential ``certify.radius_cap`` (or ``radius_target``) that no image can be certified up to.
 
         Sampling stops early only once an image is decided up to the cap; the most any image reaches is the radius
-        of n right votes out of n under the design's bound (:attr:`rsbench.certify.designs.Design.unreachable`). A
-        cap beyond it makes every confident image draw all n samples, so the mode saves nothing. The default cap
-        (null) is the largest radius of the grid that can be reached, so it is never refused.
+        of n right votes out of n under the design's bound
+        (:attr:`rsbench.certify.algorithm.designs.Design.unreachable`). A cap beyond it makes every confident image draw
+        all n samples, so the mode saves nothing. The default cap (null) is the largest radius of the grid that can be
+        reached, so it is never refused.
 
         Raises:
             ConfigError: naming the cap, the most that can be certified, and what to choose instead.

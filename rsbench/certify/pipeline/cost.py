@@ -9,7 +9,7 @@ The object's schema is fixed for every reader (``rsbench.report``, the leaderboa
 certifying processes spent on the images, whichever process, resume or shard computed each row), so it is also what
 a reader derives for records written before the object existed. ``samples`` counts the noise samples drawn for the
 certificates: n0 selection and the estimation samples each row drew (its ``n`` column), and for per-input-sigma rows
-the sigma search's draws too; for a dual row (:mod:`rsbench.certify.dual_run`) also the router's selection and
+the sigma search's draws too; for a dual row (:mod:`rsbench.certify.pipeline.dual_run`) also the router's selection and
 estimation samples, and the routed expert's only where the router chose one. ``train_seconds`` is the training time
 of the run (the seconds of the epochs it trained, summed over resumes:
 :class:`rsbench.runs.training_clock.TrainingClock`), ``null`` for a run that trained nothing. A sharded
@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rsbench.certify.records import CertificationRow
-from rsbench.certify.sharding import owner
+from rsbench.certify.pipeline.records import CertificationRow
+from rsbench.certify.pipeline.sharding import owner
 
 
 def certification_cost(
@@ -42,7 +42,7 @@ def certification_cost(
         records: each record's rows (``certify`` and, for per-input sigma modes, the sound fixed-sigma one), every
             list in the subset's order.
         n0: selection samples per certificate.
-        environment: the certifying process's :func:`rsbench.certify.environment.environment`.
+        environment: the certifying process's :func:`rsbench.certify.pipeline.environment.environment`.
         precision: the network's precision as evaluated (``fp32``, ``bf16``, ``fp16``).
         train_seconds: the run's training time, ``None`` when it trained nothing.
         extra_samples: samples per row drawn besides CERTIFY's, by record (the per-input sigma search).

@@ -7,7 +7,7 @@ R = sigma * Phi^-1(pA_lower), or abstains when pA_lower < 1/2 (Theorem 1 with pB
 returns the top class when a two-sided binomial test of the top two counts rejects at alpha, and abstains
 otherwise. Both guarantees hold with probability >= 1 - alpha over the sampling. With ``noise=`` another smoothing
 distribution (Laplace, uniform) and ``norm=`` another norm, the radius is that threat model's closed form
-(:mod:`rsbench.certify.threat`); Gaussian noise and l2 are the default.
+(:mod:`rsbench.certify.algorithm.threat`); Gaussian noise and l2 are the default.
 
 Noise is drawn on the base classifier's device, in fp32, ``batch_size`` samples at a time into one reused buffer,
 so memory depends on the batch size and never on n. Votes are counted on the device and read once per call.
@@ -26,15 +26,15 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from rsbench.certify.bounds import (
+from rsbench.certify.algorithm.bounds import (
     check_alpha,
     clopper_pearson_lower,
     min_certify_samples,
     min_predict_samples,
     top_two_p_value,
 )
-from rsbench.certify.seeding import ESTIMATION, PREDICTION, SELECTION, make_generator
-from rsbench.certify.threat import DEFAULT_NOISE, DEFAULT_NORM, ThreatModel
+from rsbench.certify.algorithm.seeding import ESTIMATION, PREDICTION, SELECTION, make_generator
+from rsbench.certify.algorithm.threat import DEFAULT_NOISE, DEFAULT_NORM, ThreatModel
 from rsbench.noise import NoiseMixin
 from rsbench.noise_distributions import noise_distribution
 
@@ -153,20 +153,21 @@ class Smooth(NoiseMixin):
         return self.certify_batch(x.unsqueeze(0), n0, n, alpha, batch_size, seeds=[seed])[0]
 
     def certify_batch(
-        self,
-        xs: Tensor,
-        n0: int,
-        n: int,
-        alpha: float,
-        batch_size: int,
-        *,
-        seeds: Sequence[int | None] | None = None,
+        self, xs: Tensor, n0: int, n: int, alpha: float, batch_size: int, *, seeds: Sequence[int | None] | None = None
     ) -> list[Certificate]:
-        """CERTIFY each image of ``xs`` independently, packing the samples of several images into each batch.
+        """CERTIFY each image of ``xs`` independently: :meth:`certify_each`'s certificates, in the images' order."""
+        return [cert for _, cert in self.certify_each(xs, n0, n, alpha, batch_size, seeds=seeds)]
 
-        Every image has its own selection and estimation streams (seeded from its own seed), so each certificate
-        is exactly Cohen et al.'s, and failures stay independent across images; packing only fills the forward
-        passes when n0 or n is smaller than ``batch_size``. This is :meth:`select` followed by :meth:`estimate`.
+    def certify_each(
+        self, xs: Tensor, n0: int, n: int, alpha: float, batch_size: int, *, seeds: Sequence[int | None] | None = None
+    ) -> Iterator[tuple[int, Certificate]]:
+        """CERTIFY each image of ``xs``; yield ``(position in xs, certificate)`` as each one is decided.
+
+        Fixed-n CERTIFY of a group: the n0 selection samples of all K images are drawn into whole batches first
+        (:meth:`select`), then each image's n estimation samples (:meth:`estimate`), several images per batch only
+        when n < batch_size, so that an image's samples never straddle two forward passes it does not fill. Every
+        image has its own selection and estimation streams (seeded from its own seed), so each certificate is
+        exactly Cohen et al.'s and the one the image gets alone, and failures stay independent across images.
 
         Args:
             xs: images ``[K, C, H, W]`` in [0,1] pixel space.
@@ -178,10 +179,17 @@ class Smooth(NoiseMixin):
         """
         _check_positive(n0=n0, n=n, batch_size=batch_size)
         check_alpha(alpha)
+        seeds = _seeds(seeds, len(xs))
         start = time.perf_counter()
         selected = self.select(xs, n0, batch_size, seeds=seeds)
-        seconds = (time.perf_counter() - start) / len(xs)
-        return self.estimate(xs, selected, n0, n, alpha, batch_size, seeds=seeds, extra_seconds=seconds)
+        selection_seconds = (time.perf_counter() - start) / len(xs)
+        together = max(1, batch_size // n)
+        for first in range(0, len(xs), together):
+            part = slice(first, first + together)
+            certificates = self.estimate(
+                xs[part], selected[part], n0, n, alpha, batch_size, seeds=seeds[part], extra_seconds=selection_seconds
+            )
+            yield from enumerate(certificates, start=first)
 
     def select(self, xs: Tensor, n0: int, batch_size: int, *, seeds: Sequence[int | None] | None = None) -> list[int]:
         """CERTIFY's selection step: each image's most frequent class among its n0 selection samples.
@@ -230,14 +238,8 @@ class Smooth(NoiseMixin):
             seeds: one seed per image, as given to :meth:`select`.
             extra_seconds: time already spent per image (its share of the selection), added to ``seconds``.
         """
-        _check_positive(n0=n0, n=n, batch_size=batch_size)
-        check_alpha(alpha)
-        if n < min_certify_samples(alpha):
-            warnings.warn(
-                f"CERTIFY with n={n} at alpha={alpha} always abstains: even n of n votes give "
-                f"pA_lower = alpha^(1/n) < 0.5; use n >= {min_certify_samples(alpha)} (the papers use 100,000)",
-                stacklevel=3,
-            )
+        minimum, because = min_certify_samples(alpha), "pA_lower = alpha^(1/n) < 0.5"
+        _check_request("CERTIFY", n, alpha, minimum, because, " (the papers use 100,000)", n0=n0, batch_size=batch_size)
         start = time.perf_counter()
         device = self.device_for(xs)
         streams = [_generator(device, seed, ESTIMATION) for seed in _seeds(seeds, len(xs))]
@@ -279,14 +281,8 @@ class Smooth(NoiseMixin):
             batch_size: noisy samples per forward pass.
             seed: makes the sample stream reproducible; fresh noise when ``None``.
         """
-        _check_positive(n=n, batch_size=batch_size)
-        check_alpha(alpha)
-        if n < min_predict_samples(alpha):
-            warnings.warn(
-                f"PREDICT with n={n} at alpha={alpha} always abstains: even n of n votes give a p-value of "
-                f"2 * 0.5^n > alpha; use n >= {min_predict_samples(alpha)}",
-                stacklevel=2,
-            )
+        minimum, because = min_predict_samples(alpha), "a p-value of 2 * 0.5^n > alpha"
+        _check_request("PREDICT", n, alpha, minimum, because, batch_size=batch_size)
         counts = self.sample_counts(x, n, batch_size, _generator(self.device_for(x), seed, PREDICTION))
         top_two = np.argsort(counts)[::-1][:2]
         count_a, count_b = int(counts[top_two[0]]), int(counts[top_two[1]])
@@ -397,6 +393,22 @@ def _seeds(seeds: Sequence[int | None] | None, count: int) -> list[int | None]:
     if len(seeds) != count:
         raise ValueError(f"got {len(seeds)} seeds for {count} images")
     return seeds
+
+
+def _check_request(step: str, n: int, alpha: float, minimum: int, because: str, note: str = "", **counts: int) -> None:
+    """Refuse a count below 1 or an alpha outside (0, 1); warn when ``step`` with ``n`` samples can only abstain.
+
+    ``minimum`` is the fewest samples with which n of n votes can decide at ``alpha``, ``because`` what n of n votes
+    give below it.
+    """
+    _check_positive(n=n, **counts)
+    check_alpha(alpha)
+    if n < minimum:
+        warnings.warn(
+            f"{step} with n={n} at alpha={alpha} always abstains: even n of n votes give {because}; use n >= "
+            f"{minimum}{note}",
+            stacklevel=4,
+        )
 
 
 def _check_positive(**values: int) -> None:

@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from rsbench.certify.metrics import average_certified_radius, certified_accuracy
+from rsbench.certify.pipeline.metrics import average_certified_radius, certified_accuracy
 
 
 def accuracy_curve(

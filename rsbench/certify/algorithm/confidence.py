@@ -1,12 +1,12 @@
 """Bounds on a Bernoulli mean from vote counts, vectorised over images: fixed-time and time-uniform.
 
-Sequential CERTIFY (:mod:`rsbench.certify.designs`) bounds pA, the probability that the base classifier votes for
-the selected class, from ``k`` of ``n`` votes, for many images at once (the replay benchmark) or one image (the
+Sequential CERTIFY (:mod:`rsbench.certify.algorithm.designs`) bounds pA, the probability that the base classifier votes
+for the selected class, from ``k`` of ``n`` votes, for many images at once (the replay benchmark) or one image (the
 pipeline). Two kinds of bound live here, both computed in float64 on the CPU:
 
 - **Clopper-Pearson** (fixed time): the one-sided (1 - a) bounds ``Beta(k, n-k+1)`` quantile at ``a`` and
-  ``Beta(k+1, n-k)`` quantile at ``1 - a``, exactly :func:`rsbench.certify.bounds.clopper_pearson_lower` (and the
-  statsmodels ``proportion_confint(method="beta")`` Cohen et al. call), for arrays. Valid at one sample size fixed
+  ``Beta(k+1, n-k)`` quantile at ``1 - a``, exactly :func:`rsbench.certify.algorithm.bounds.clopper_pearson_lower` (and
+  the statsmodels ``proportion_confint(method="beta")`` Cohen et al. call), for arrays. Valid at one sample size fixed
   in advance.
 - **Betting confidence sequence** (time uniform). Bet on the votes at a mixture of odds: the capital of a bettor who
   starts with 1 and bets as the Bayes mixture ``pi`` over the vote probability q is, after ``k`` of ``n`` votes,

@@ -1,9 +1,9 @@
 """A run folder's records checked against its summary: ``metrics.json`` against the rows of its ``certify*.tsv``.
 
-:mod:`rsbench.certify.validate` checks one record file (each row, and the rows together); this module reads a run
-folder's records (through :func:`rsbench.certify.records.read_records`, which uses that checking reader) and compares
-the summary with them. ``rsbench.report`` and ``rsbench.leaderboard`` call :func:`check_inputs` before anything heavy
-is imported (torch-free, like the modules it uses).
+:mod:`rsbench.certify.pipeline.validate` checks one record file (each row, and the rows together); this module reads a
+run folder's records (through :func:`rsbench.certify.pipeline.records.read_records`, which uses that checking reader)
+and compares the summary with them. ``rsbench.report`` and ``rsbench.leaderboard`` call :func:`check_inputs` before
+anything heavy is imported (torch-free, like the modules it uses).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rsbench.certify.records import read_records
-from rsbench.certify.validate import (
+from rsbench.certify.pipeline.records import read_records
+from rsbench.certify.pipeline.validate import (
     FIXED_STEM,
     Facts,
     check_summary,

@@ -2,7 +2,7 @@
 
 - :func:`fixed_n_cap`: Cohen et al.'s CERTIFY with n estimation samples can return no radius above the one n of n
   votes give, the radius at pA_lower = alpha^(1/n) (sigma * Phi^-1(alpha^(1/n)) for Gaussian noise and l2; another
-  threat model's closed form otherwise, :class:`rsbench.certify.threat.ThreatModel`).
+  threat model's closed form otherwise, :class:`rsbench.certify.algorithm.threat.ThreatModel`).
 - :func:`table_cap`: the largest radius of the grid 0, step, ... up to the papers' tables' largest radius
   (:data:`TABLE_LARGEST`, 2.5) that fixed n can reach: what sequential CERTIFY decides by default, and the radii the
   replay benchmark compares.
@@ -11,7 +11,7 @@
   design's bound can reach).
 
 Every other module asks these (the settings, the designs, the summary, the report, the benchmarks); the closed form
-of the Gaussian cap itself is :func:`rsbench.certify.bounds.radius_cap`.
+of the Gaussian cap itself is :func:`rsbench.certify.algorithm.bounds.radius_cap`.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from __future__ import annotations
 import math
 from typing import Protocol
 
-from rsbench.certify.bounds import clopper_pearson_lower, radius_cap
+from rsbench.certify.algorithm.bounds import clopper_pearson_lower, radius_cap
 
 
 class ThreatModel(Protocol):
-    """What the cap needs of a threat model (:class:`rsbench.certify.threat.ThreatModel`, which asks this module)."""
+    """What the cap needs of a threat model (:class:`~rsbench.certify.algorithm.threat.ThreatModel` asks it here)."""
 
     @property
     def is_default(self) -> bool: ...  # noqa: D102
@@ -92,7 +92,7 @@ def reported_cap(
         alpha: the failure probability.
         threat: the threat model (Gaussian noise and l2 when ``None``).
         dim: the input dimension, for l-infinity radii and norm conversions.
-        design_cap: in sequential mode, the design's cap (:attr:`rsbench.certify.designs.Design.cap`: the
+        design_cap: in sequential mode, the design's cap (:attr:`rsbench.certify.algorithm.designs.Design.cap`: the
             configured ``certify.radius_cap``, the one radius target or :func:`table_cap`, lowered to what the
             design's bound reaches); ``None``: fixed-n CERTIFY.
     """

@@ -1,7 +1,7 @@
 """Certification split over independent jobs: ``certify.shard=k certify.num_shards=K``.
 
 Certification is embarrassingly parallel per image: image i's noise streams derive from (certify.seed, i) alone
-(:mod:`rsbench.certify.seeding`), so any process can certify any image and get the row one process would have
+(:mod:`rsbench.certify.algorithm.seeding`), so any process can certify any image and get the row one process would have
 written. Shard k of K certifies the k-th interleaved slice of the selected images (positions k, k + K, k + 2K, ...
 of the subset), the same static slicing the DDP processes of one job use (process r of w takes positions r, r + w,
 ...); a shard run under DDP combines both: position k + K r of every (K w)-th.

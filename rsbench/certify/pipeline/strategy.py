@@ -1,12 +1,12 @@
-"""What certifies the images of a run, as :class:`rsbench.certify.pipeline.Certification` asks for it.
+"""What certifies the images of a run, as :class:`rsbench.certify.pipeline.certification.Certification` asks for it.
 
 The pipeline is the run around the certificates (protocol, records, resume, shards, summary, cost, plot, progress);
 a :class:`Strategy` is what it certifies: the smoothed base classifier of a
-:class:`~rsbench.certify.pipeline.Subject` (fixed or per-input sigma), or the router and experts of a
-:class:`~rsbench.certify.dual_run.DualSubject`. A strategy says which records a run writes and how each certifies a
-group of images (:class:`RecordPlan`), what ``certify_protocol.json`` binds and what ``metrics.json`` adds; how a run
-is summarised from its files alone (a merged sharded run) is chosen by :class:`~rsbench.certify.pipeline.Context`'s
-``dual``.
+:class:`~rsbench.certify.pipeline.certification.Subject` (fixed or per-input sigma), or the router and experts of a
+:class:`~rsbench.certify.pipeline.dual_run.DualSubject`. A strategy says which records a run writes and how each
+certifies a group of images (:class:`RecordPlan`), what ``certify_protocol.json`` binds and what ``metrics.json`` adds;
+how a run is summarised from its files alone (a merged sharded run) is chosen by
+:class:`~rsbench.certify.pipeline.certification.Context`'s ``dual``.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor, nn
 
-from rsbench.certify.grid_noise import GridSmooth
-from rsbench.certify.plot import Curve
-from rsbench.certify.records import CertificationRow
-from rsbench.certify.settings import CertifySettings
-from rsbench.certify.smooth import Smooth
+from rsbench.certify.algorithm.grid_noise import GridSmooth
+from rsbench.certify.algorithm.smooth import Smooth
+from rsbench.certify.pipeline.plot import Curve
+from rsbench.certify.pipeline.records import CertificationRow
+from rsbench.certify.pipeline.settings import CertifySettings
 from rsbench.files import record_path
 
 RowCertifier = Callable[[Tensor, list[int], list[int]], Iterator[tuple[int, CertificationRow]]]
@@ -53,7 +53,7 @@ class Presented:
 
 
 class Strategy(Protocol):
-    """What a :class:`~rsbench.certify.pipeline.Certification` certifies (see the module docstring)."""
+    """What a :class:`~rsbench.certify.pipeline.certification.Certification` certifies (see the module docstring)."""
 
     def sigma(self, settings: CertifySettings) -> float:
         """The noise level the summary's grid and threat record stand at (a dual run: its largest expert's)."""
@@ -91,8 +91,8 @@ class Strategy(Protocol):
 def smooth_for(classifier: nn.Module, classes: int, sigma: float, settings: CertifySettings) -> Smooth:
     """``classifier`` smoothed at ``sigma`` with the settings' noise, norm, precision and memory format.
 
-    Gaussian noise on the input grid (:class:`~rsbench.certify.grid_noise.GridSmooth`) when ``certify.noise_grid``
-    is set (the settings refuse a grid for the other noises).
+    Gaussian noise on the input grid (:class:`~rsbench.certify.algorithm.grid_noise.GridSmooth`) when
+    ``certify.noise_grid`` is set (the settings refuse a grid for the other noises).
     """
     protocol, speed = settings.protocol, settings.speed
     precision, channels_last, norm = speed.precision, speed.channels_last, protocol.norm

@@ -5,16 +5,16 @@ after a few thousand: an image the base classifier always gets right is certifie
 long before n, and an image it gets wrong half of the time will abstain whatever n is.
 
 The class is chosen beforehand from n0 independent selection samples, exactly as in CERTIFY. The estimation samples
-are then drawn look by look, and a sequential design (:mod:`rsbench.certify.designs`: ``informed``, the default;
-``betting``; ``looks``, rsbench's first; ``adaptive``, Horváth et al.'s) decides after each look which images stop and
-which lower bound on pA each reports; the design pays for its looks (a confidence sequence, or alpha split over
+are then drawn look by look, and a sequential design (:mod:`rsbench.certify.algorithm.designs`: ``informed``, the
+default; ``betting``; ``looks``, rsbench's first; ``adaptive``, Horváth et al.'s) decides after each look which images
+stop and which lower bound on pA each reports; the design pays for its looks (a confidence sequence, or alpha split over
 the looks), so the certificate holds with probability >= 1 - alpha whatever the stopping time. The reported radius
 is min(sigma * Phi^-1(pA_lower), the design's radius cap), or ABSTAIN when pA_lower < 1/2.
 
 :func:`certify_group` certifies several images together: at each look, every image still running draws the same
 number of new samples from its own estimation stream, packed into full forward passes, and the design decides for
-all of them at once with :func:`rsbench.certify.designs.run_design`, the same loop the replay benchmark runs on
-simulated votes. For the usual image sizes (C*H*W a multiple of 16) an image's noise does not depend on how its
+all of them at once with :func:`rsbench.certify.algorithm.designs.run_design`, the same loop the replay benchmark runs
+on simulated votes. For the usual image sizes (C*H*W a multiple of 16) an image's noise does not depend on how its
 samples were split into batches, so its certificate does not depend on which other images ran beside it.
 """
 
@@ -27,10 +27,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from rsbench.certify.bounds import check_alpha
-from rsbench.certify.designs import Design, Goal, LookSchedule, LooksDesign, run_design
-from rsbench.certify.seeding import ESTIMATION, make_generator
-from rsbench.certify.smooth import Certificate, Smooth
+from rsbench.certify.algorithm.bounds import check_alpha
+from rsbench.certify.algorithm.designs import Design, Goal, LookSchedule, LooksDesign, run_design
+from rsbench.certify.algorithm.seeding import ESTIMATION, make_generator
+from rsbench.certify.algorithm.smooth import Certificate, Smooth
 
 __all__ = ["LookSchedule", "certify_group", "certify_sequential"]
 

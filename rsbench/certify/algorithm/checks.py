@@ -1,6 +1,6 @@
 """The certification settings' value checks that need neither torch nor SciPy, so a bad value is refused at once.
 
-:class:`~rsbench.certify.settings.CertifySettings` runs them when it is built, and the command floor
+:class:`~rsbench.certify.pipeline.settings.CertifySettings` runs them when it is built, and the command floor
 (:mod:`rsbench.runs.precheck`) runs the same functions before torch is imported: each message exists once.
 """
 

@@ -16,46 +16,32 @@ router abstains (its p_lower < 1/2) G(x) is unknown and the dual certificate abs
 does G. Running every expert and keeping the best radius would not be sound; only the routed expert's certificate
 counts, which is also why an expert's own record (same seed, same protocol) may be reused for the routed images.
 
-This differs from data-dependent smoothing (:mod:`rsbench.certify.data_dependent`, DDRS), whose per-input sigma is
-not certified to stay constant around x and whose radii are therefore not sound.
+This differs from data-dependent smoothing (:mod:`rsbench.certify.algorithm.data_dependent`, DDRS), whose per-input
+sigma is not certified to stay constant around x and whose radii are therefore not sound.
 
-``DualSmooth`` runs it on top of :class:`~rsbench.certify.smooth.Smooth` (fixed-n CERTIFY) or any certifier with
-the same signature (sequential CERTIFY); the router's noise of image i comes from ``derive_seed(seed_i, ROUTER_KEY)``
-and the experts' from ``seed_i`` itself, so the expert rows are exactly those an expert's own certification with
-the same seed writes. :func:`dual_row` is the per-image record (a :class:`~rsbench.certify.records.CertificationRow`
-with the router's and the expert's columns), :func:`summarize_dual` the
-``metrics.json`` content, :func:`router_labels` the router's training labels from the experts' certificates.
+``DualSmooth`` runs it on top of :class:`~rsbench.certify.algorithm.smooth.Smooth` (fixed-n CERTIFY) or any certifier
+with the same signature (sequential CERTIFY); the router's noise of image i comes from ``derive_seed(seed_i,
+ROUTER_KEY)`` and the experts' from ``seed_i`` itself, so the expert rows are exactly those an expert's own
+certification with the same seed writes. :func:`router_labels` gives the router's training labels from the experts'
+certificates. A dual run's records and summary are the pipeline's (:mod:`rsbench.certify.pipeline.dual_records`).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 from torch import Tensor
 
-from rsbench.certify.metrics import average_certified_radius, certified_accuracy_curve, radius_grid
-from rsbench.certify.records import CertificationRow, record_columns
-from rsbench.certify.seeding import derive_seed
-from rsbench.certify.smooth import Certificate, Smooth
-from rsbench.errors import damaged_record
+from rsbench.certify.algorithm.groups import Certifier
+from rsbench.certify.algorithm.seeding import derive_seed
+from rsbench.certify.algorithm.smooth import Certificate, Smooth
 
 ABSTAIN = Smooth.ABSTAIN
 ROUTER_KEY = 7
 """The seed key that separates the router's noise from the experts': image i's router draws come from
 ``derive_seed(seed_i, ROUTER_KEY)``, independent of the experts' ``seed_i`` streams."""
-RECORD = "certify.tsv"
-SOUNDNESS = (
-    "dual randomized smoothing: sound for the dual classifier G(x) = g_{router(x)}(x); each certificate holds with "
-    "probability >= 1 - (alpha + beta) (router at beta, routed expert at alpha, independent noise)"
-)
-
-Certifier = Callable[[Smooth, Tensor, list[int], float], list[Certificate]]
-"""``certify(smooth, images, seeds, alpha) -> certificates``: fixed-n or sequential CERTIFY of a group of images."""
 
 
 def router_seed(seed: int) -> int:
@@ -124,7 +110,7 @@ class DualSmooth:
     Args:
         router: the smoothed router (its ``num_classes`` is K, its ``sigma`` the router's noise level).
         experts: the K smoothed experts, in the order of the router's outputs.
-        certifier: how a group of images is certified (:func:`fixed_n`, or a sequential certifier): the router's
+        certifier: how a group of images is certified (:func:`rsbench.certify.algorithm.groups.certifier`): the router's
             images, and the experts' unless ``expert_certifier`` is given.
         expert_certifier: how the experts' images are certified, when it differs (other n0 or n).
     """
@@ -183,15 +169,6 @@ class DualSmooth:
         return [combine(routes[i], classified.get(i), self.sigmas, alpha, beta) for i in range(len(xs))]
 
 
-def fixed_n(n0: int, n: int, batch_size: int) -> Certifier:
-    """Cohen et al.'s fixed-n CERTIFY (n0 selection, n estimation samples) as a :data:`Certifier`."""
-
-    def certify(smooth: Smooth, xs: Tensor, seeds: list[int], alpha: float) -> list[Certificate]:
-        return smooth.certify_batch(xs, n0, n, alpha, batch_size, seeds=seeds)
-
-    return certify
-
-
 # ------------------------------------------------------------------------------------------- router labels
 
 
@@ -210,126 +187,3 @@ def router_labels(radii: np.ndarray) -> np.ndarray:
     if radii.ndim != 2:
         raise ValueError(f"radii must be [images, experts], got shape {radii.shape}")
     return np.argmax(radii, axis=1).astype(np.int64)  # argmax returns the first maximum: the smallest sigma
-
-
-# ------------------------------------------------------------------------------------------- records
-
-DUAL_RECORD: tuple[str, ...] = record_columns(False, dual=True)
-"""The header of a dual ``certify.tsv``: Cohen's six columns, rsbench's, then the router's and the expert's."""
-
-
-def dual_row(idx: int, label: int, cert: DualCertificate) -> CertificationRow:
-    """The record row of image ``idx`` (true class ``label``) certified as ``cert``.
-
-    ``radius`` is min(router_radius, expert_radius) (0 on abstention); ``sigma``, ``count``, ``n`` and ``pA_lower``
-    are the routed expert's (0 when the router abstained, ``expert`` = -1); ``expert_predict`` -1 when the routed
-    expert abstained or was not run; ``alpha`` and ``beta`` the two failure probabilities, whose sum the certificate
-    holds at; ``time`` the router's and the expert's seconds together.
-    """
-    classifier = cert.classifier
-    seconds = cert.router.seconds + (classifier.seconds if classifier is not None else 0.0)
-    return CertificationRow(
-        idx=idx,
-        label=label,
-        predict=cert.prediction,
-        radius=cert.radius,
-        correct=cert.prediction == label,
-        time=round(seconds, 4),
-        count=classifier.count if classifier is not None else 0,
-        n=classifier.n if classifier is not None else 0,
-        pA_lower=classifier.p_a_lower if classifier is not None else 0.0,
-        sigma=cert.sigma,
-        expert=cert.expert,
-        router_radius=cert.router.radius,
-        router_pA_lower=cert.router.p_a_lower,
-        router_n=cert.router.n,
-        expert_predict=classifier.prediction if classifier is not None else ABSTAIN,
-        expert_radius=classifier.radius if classifier is not None else 0.0,
-        alpha=cert.alpha,
-        beta=cert.beta,
-    )
-
-
-def dual_rows(rows: Iterable[CertificationRow], path: Path | None = None) -> list[CertificationRow]:
-    """``rows`` (read by :func:`rsbench.certify.records.read_rows`), refused unless every one is a dual row."""
-    rows = list(rows)
-    single = next((row for row in rows if not row.is_dual), None)
-    if single is not None:
-        raise damaged_record(
-            Path(path or RECORD), None, f"image {single.idx} is not a dual randomized-smoothing row (no router columns)"
-        )
-    return rows
-
-
-# ------------------------------------------------------------------------------------------- summary
-
-
-def summarize_dual(
-    rows: Sequence[CertificationRow],
-    *,
-    sigmas: Sequence[float],
-    router_sigma: float,
-    cap: float,
-    radius_step: float = 0.25,
-    extra: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The ``metrics.json`` content of dual rows: ACR, certified accuracy up to ``cap``, and what the router chose.
-
-    ``sigma`` is ``None`` (the noise level is input-dependent; ``sigmas`` lists the experts'), ``alpha`` the experts'
-    failure probability, ``beta`` the router's and ``failure_probability`` their sum, the promise of every row.
-
-    Args:
-        rows: one per certified image.
-        sigmas: the experts' noise levels.
-        router_sigma: the router's.
-        cap: the largest radius the protocol can certify (min of the router's cap and the largest expert cap).
-        radius_step: the grid step.
-        extra: more fields (dataset, subset, protocol, cost, ...).
-    """
-    radii = [row.radius for row in rows]
-    correct = [row.correct for row in rows]
-    alphas = {math.nan if row.alpha is None else row.alpha for row in rows} or {math.nan}
-    betas = {math.nan if row.beta is None else row.beta for row in rows} or {math.nan}
-    if len(alphas) > 1 or len(betas) > 1:
-        raise ValueError(f"rows certified at different alpha/beta: {sorted(alphas)} / {sorted(betas)}")
-    alpha, beta = alphas.pop(), betas.pop()
-    chosen = {repr(float(s)): sum(row.expert == k for row in rows) for k, s in enumerate(sigmas)}
-    summary: dict[str, Any] = {
-        "acr": average_certified_radius(radii, correct),
-        "certified_accuracy": certified_accuracy_curve(radii, correct, radius_grid(cap, radius_step)),
-        "abstain_rate": sum(row.predict == ABSTAIN for row in rows) / len(rows) if rows else 0.0,
-        "num_images": len(rows),
-        "method": "dual_rs",
-        "sigma": None,
-        "sigmas": [float(s) for s in sigmas],
-        "router_sigma": float(router_sigma),
-        "alpha": alpha,
-        "beta": beta,
-        "failure_probability": alpha + beta,
-        "radius_cap": cap,
-        "sound": all(row.sound for row in rows),
-        "soundness": SOUNDNESS,
-        "router_abstain_rate": sum(row.expert == -1 for row in rows) / len(rows) if rows else 0.0,
-        "chosen_sigma": chosen,
-        "mean_samples": {
-            "router": float(np.mean([row.router_n for row in rows])) if rows else 0.0,
-            "expert": float(np.mean([row.n for row in rows])) if rows else 0.0,
-        },
-    }
-    summary.update(extra or {})
-    return summary
-
-
-def format_dual_summary(summary: Mapping[str, Any]) -> str:
-    """The result line of a dual certification: ACR, the failure probability as alpha + beta, certified accuracy.
-
-    Every certificate of the run holds with probability at least 1 - (alpha + beta); the line says both terms and
-    their sum, as ``metrics.json`` (``alpha``, ``beta``, ``failure_probability``) does.
-    """
-    accuracy = "  ".join(f"r={r}: {100 * a:.1f}%" for r, a in summary["certified_accuracy"].items())
-    return (
-        f"dual RS: ACR {summary['acr']:.4f} over {summary['num_images']} images (experts at sigma "
-        f"{list(summary['sigmas'])}, router at {summary['router_sigma']}; each certificate at alpha + beta = "
-        f"{summary['alpha']:g} + {summary['beta']:g} = {summary['failure_probability']:g}; abstained "
-        f"{100 * summary['abstain_rate']:.1f}%)\ncertified accuracy: {accuracy}"
-    )

@@ -5,7 +5,7 @@ The command line's check (:func:`check_dual_threat`) runs before torch is import
 (:func:`rsbench.dual.stages.expert_record_reader`).
 
 A dual certificate is (c, min(R_sigma, R_c)): the router's and the routed expert's radii are both l2 radii of
-Gaussian smoothing at a fixed sigma (:mod:`rsbench.certify.dual`). So
+Gaussian smoothing at a fixed sigma (:mod:`rsbench.certify.algorithm.dual`). So
 
 * the run itself smooths with Gaussian noise and certifies the l2 norm (``certify.noise=gaussian``,
   ``certify.norm`` null or ``l2``); Gaussian noise on the input grid (``certify.noise_grid``) is honoured, for the

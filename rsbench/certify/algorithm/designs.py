@@ -3,8 +3,8 @@
 A design watches the cumulative votes ``k`` for the selected class at its looks ``n_1 < n_2 < ...`` (at most
 ``n_max`` estimation samples) and decides, per image, when to stop and which lower bound on pA to report. The
 selection samples (n0) are drawn before and independently, exactly as in Cohen et al.'s CERTIFY. One decision code
-serves both the pipeline (:func:`rsbench.certify.sequential.certify_group`, real votes) and the replay benchmark
-(:mod:`rsbench.bench.replay`, simulated votes): :func:`run_design` is the loop, vectorised over images.
+serves both the pipeline (:func:`rsbench.certify.algorithm.sequential.certify_group`, real votes) and the replay
+benchmark (:mod:`rsbench.bench.replay`, simulated votes): :func:`run_design` is the loop, vectorised over images.
 
 Every design keeps Cohen et al.'s promise at the same alpha: with probability >= 1 - alpha over the sampling, a
 reported class c and radius R satisfy g(x + delta) = c for all ||delta||_2 < R. The reported bound is valid at the
@@ -15,7 +15,7 @@ data-dependent stopping time because each design pays for looking:
 - ``informed`` (the default): ``betting`` with the mixture updated by the image's selection votes (its posterior,
   a prior fixed before the first estimation vote; the selection votes are no evidence) and futility judged by the
   predictive probability of certifying the next target by n_max (:class:`InformedDesign`).
-- ``betting``: a betting confidence sequence (:mod:`rsbench.certify.confidence`; Waudby-Smith and Ramdas 2024,
+- ``betting``: a betting confidence sequence (:mod:`rsbench.certify.algorithm.confidence`; Waudby-Smith and Ramdas 2024,
   Voráček 2024), valid at every sample count at once by Ville's inequality, so looks cost nothing; with
   ``final_share`` > 0, that share of alpha goes to one Clopper-Pearson bound at n_max for the images that get there
   (union bound: (1 - share) alpha + share alpha = alpha). The reported bound is the largest valid one seen.
@@ -49,8 +49,8 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from rsbench.certify.bounds import check_alpha
-from rsbench.certify.confidence import BetaMixture, betting_lower, cp_lower, cp_upper
+from rsbench.certify.algorithm.bounds import check_alpha
+from rsbench.certify.algorithm.confidence import BetaMixture, betting_lower, cp_lower, cp_upper
 
 
 @dataclass(frozen=True)
@@ -336,7 +336,7 @@ class BettingDesign(Design):
 
     Args:
         goal: the targets and protocol.
-        prior: the mixture the bettor bets with (:class:`rsbench.certify.confidence.BetaMixture`).
+        prior: the mixture the bettor bets with (:class:`rsbench.certify.algorithm.confidence.BetaMixture`).
         first_look: samples at the first look.
         growth: each look's cumulative count is the previous one times ``growth`` (looks are free: a small growth
             only bounds how far past its stopping point an image samples).
@@ -516,8 +516,8 @@ class InformedDesign(BettingDesign):
     - **Where the bets go** (soundness unchanged): the mixture the bettor bets with is ``prior`` updated by the
       image's n0 selection votes (k0 for the selected class), its posterior. The selection votes are drawn before
       and independently of the estimation votes, so this prior is fixed before the first estimation vote and W_n(m)
-      (:mod:`rsbench.certify.confidence`) is still a test martingale under pA = m; the selection votes update the
-      prior but are not evidence. A prior spread over (0, 1) spends much of the sequence's level on alternatives
+      (:mod:`rsbench.certify.algorithm.confidence`) is still a test martingale under pA = m; the selection votes update
+      the prior but are not evidence. A prior spread over (0, 1) spends much of the sequence's level on alternatives
       that would be decided within the first samples, before the first look; the posterior spends it near the
       image's own vote probability, where the looks decide.
     - **When an image gives up** (only cost and power): an image stops once the predictive probability that it

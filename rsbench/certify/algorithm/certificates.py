@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from rsbench.certify.bounds import certified_radius
+from rsbench.certify.algorithm.bounds import certified_radius
 
 NORMS: tuple[str, ...] = ("l1", "l2", "linf")
 _INVERSE_P = {"l1": 1.0, "l2": 0.5, "linf": 0.0}  # 1/p of each norm

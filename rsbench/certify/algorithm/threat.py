@@ -1,8 +1,8 @@
 """The threat model a certificate is about: the norm of the adversary's ball and the noise that smooths.
 
 ``ThreatModel(noise, norm)`` turns CERTIFY's lower bound into a radius in ``norm`` for smoothing with ``noise``
-(:mod:`rsbench.certify.certificates`: the noise's own closed form, or one converted from another norm), gives the
-largest radius n samples can certify, the radius grid of ``metrics.json`` in that norm, and what the records say
+(:mod:`rsbench.certify.algorithm.certificates`: the noise's own closed form, or one converted from another norm), gives
+the largest radius n samples can certify, the radius grid of ``metrics.json`` in that norm, and what the records say
 about it. The default, Gaussian noise and the l2 norm, is what rsbench has always certified; its records carry no
 threat-model fields, and every reader takes a record without them (as every record written before them, and every
 released log) to be Gaussian and l2.
@@ -14,8 +14,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from rsbench.certify.caps import fixed_n_cap
-from rsbench.certify.certificates import DIRECT, NORMS, SOURCES, conversion_factor
+from rsbench.certify.algorithm.caps import fixed_n_cap
+from rsbench.certify.algorithm.certificates import DIRECT, NORMS, SOURCES, conversion_factor
 from rsbench.noise_distributions import noise_distribution
 
 DEFAULT_NOISE = "gaussian"
@@ -60,7 +60,7 @@ class ThreatModel:
         """The certified radius in :attr:`resolved_norm` for a lower bound ``p_a_lower >= 1/2`` on the top class.
 
         The noise's own closed form for this norm, else the largest of its direct certificates converted to it
-        (:func:`rsbench.certify.certificates.conversion_factor`).
+        (:func:`rsbench.certify.algorithm.certificates.conversion_factor`).
 
         Args:
             p_a_lower: CERTIFY's one-sided lower confidence bound.
@@ -74,7 +74,7 @@ class ThreatModel:
         return max(form(p_a_lower, sigma, dim) / conversion_factor(norm, wanted, dim) for norm, form in forms.items())
 
     def cap(self, sigma: float, n: int, alpha: float, dim: int) -> float:
-        """The largest radius CERTIFY can return with n samples (:func:`rsbench.certify.caps.fixed_n_cap`)."""
+        """The largest radius CERTIFY can return with n samples (:func:`rsbench.certify.algorithm.caps.fixed_n_cap`)."""
         return fixed_n_cap(sigma, n, alpha, self, dim)
 
     def grid_step(self, radius_step: float, dim: int) -> float:
