@@ -29,9 +29,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rsbench.certify.checks import check_alpha, check_count, settings_error
-from rsbench.certify.dual_checks import check_dual_threat
-from rsbench.certify.subset import certification_indices, require_images
+from rsbench.certify.algorithm.checks import check_alpha, check_count, settings_error
+from rsbench.certify.pipeline.dual_checks import check_dual_threat
+from rsbench.certify.pipeline.subset import certification_indices, require_images
 from rsbench.errors import ConfigError
 from rsbench.methods.card import find_card, first_method_epoch
 from rsbench.models.files import MODEL_FILES, check_model_file
@@ -169,7 +169,7 @@ def check_certify(cfg: Any, certifies: bool) -> None:
     subset = all(isinstance(v, int) and not isinstance(v, bool) for v in (start, skip)) and (
         max_images is None or (isinstance(max_images, int) and not isinstance(max_images, bool))
     )  # (else a type the run's schema names)
-    try:  # the settings' own checks, in their order (rsbench.certify.settings)
+    try:  # the settings' own checks, in their order (rsbench.certify.pipeline.settings)
         check_count(n0=node.get("n0"), n=node.get("n"))
         if isinstance(alpha, int | float) and not isinstance(alpha, bool):
             check_alpha(alpha)

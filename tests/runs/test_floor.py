@@ -16,7 +16,7 @@ from rsbench.errors import ConfigError
 from rsbench.runs.floor import CommandParser, allowed, run_guarded
 from rsbench.stop import StopRequested
 from tests.helpers import ROOT
-from tests.test_refusals import run_module
+from tests.runs.test_refusals import run_module
 
 REFUSALS = {
     # module: (a bad command line, what its one error line says)
