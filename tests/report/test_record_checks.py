@@ -11,7 +11,6 @@ traceback.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable
 from pathlib import Path
 
@@ -62,17 +61,16 @@ def cohen_log(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def report_refuses(path: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, *args: str) -> str:
-    """``python -m rsbench.report <path>``: exit status 2 and its one error line."""
-    caplog.clear()
-    with caplog.at_level(logging.INFO), pytest.raises(SystemExit) as stop:
+def report_refuses(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    """``python -m rsbench.report <path>``: exit status 2 and its one error line, on stderr (the command floor's)."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
         report([str(path), "--out", str(tmp_path / "report"), "--no-plots", "--no-published", *args])
     assert stop.value.code == 2
-    errors = [record.getMessage() for record in caplog.records if record.levelno >= logging.ERROR]
-    assert len(errors) == 1, errors
-    assert "\n" not in errors[0]
-    assert errors[0].startswith("rsbench: error: ")
-    return errors[0]
+    error = capsys.readouterr().err
+    assert error.startswith("rsbench: error: "), error
+    assert error.count("\n") == 1, error
+    return error.rstrip("\n")
 
 
 def leaderboard_refuses(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
@@ -87,17 +85,17 @@ def leaderboard_refuses(path: Path, tmp_path: Path, capsys: pytest.CaptureFixtur
 
 @pytest.mark.parametrize("case", sorted(COHEN_CASES))
 def test_a_damaged_or_impossible_cohen_log_is_refused_by_the_report_and_the_board_in_one_line(
-    case: str, tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     edit, expected = COHEN_CASES[case]
     path = cohen_log(tmp_path, edit(CLEAN))
-    for message in (report_refuses(path, tmp_path, caplog), leaderboard_refuses(path, tmp_path, capsys)):
+    for message in (report_refuses(path, tmp_path, capsys), leaderboard_refuses(path, tmp_path, capsys)):
         assert message.startswith(f"rsbench: error: {path}"), message
         assert expected in message, message
 
 
 def test_a_radius_above_the_cap_of_a_log_s_protocol_is_refused_within_the_rounding_of_its_digits(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """At sigma 0.25, n = 100,000 and alpha = 0.001 the cap is 0.952864: 0.953 (3 digits) may be it rounded up, 0.954
     may not, nor 7.5 (which lifted a board's ACR from 0.216 to 0.458)."""
@@ -114,7 +112,7 @@ def test_a_radius_above_the_cap_of_a_log_s_protocol_is_refused_within_the_roundi
         ]
     )
     for radius in ("0.954", "7.5"):
-        message = report_refuses(cohen_log(tmp_path, CLEAN.replace("0.41", radius)), tmp_path, caplog, *protocol)
+        message = report_refuses(cohen_log(tmp_path, CLEAN.replace("0.41", radius)), tmp_path, capsys, *protocol)
         assert f"line 2: radius {radius} is above the cap 0.952864 that n = 100000 estimation samples" in message
     released_like = Facts(sigma=0.25, n=100_000, alpha=0.001)
     full = f"{cap + 1e-12!r}"  # a full-precision radius may exceed it by floating-point rounding only
@@ -187,12 +185,12 @@ RUN_CASES: dict[str, tuple[Callable[[Path], None], str]] = {
 
 @pytest.mark.parametrize("case", sorted(RUN_CASES))
 def test_an_impossible_run_record_or_summary_is_refused_by_the_report_and_the_board_in_one_line(
-    case: str, tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     edit, expected = RUN_CASES[case]
     run = make_run(tmp_path / "run", [0.3, 0.6, 0.0, 1.1])  # sigma 0.5, n = 10,000, alpha = 0.001: ACR 0.5
     edit(run)
-    for message in (report_refuses(run, tmp_path, caplog), leaderboard_refuses(run, tmp_path, capsys)):
+    for message in (report_refuses(run, tmp_path, capsys), leaderboard_refuses(run, tmp_path, capsys)):
         assert expected in message, message
 
 
