@@ -20,18 +20,12 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-from torch import nn
-
-from rsbench.attack import AttackSettings, attack_certified
-from rsbench.certify.algorithm.caps import fixed_n_cap
-from rsbench.certify.algorithm.smooth import Smooth
-from rsbench.certify.pipeline.metrics import radius_grid
-from rsbench.certify.pipeline.records import CertificationRow
-from rsbench.data.sources import embedded_mnist
-from rsbench.models.builders import checkpoint
 from rsbench.runs.floor import CommandParser
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -55,6 +49,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def model(args: argparse.Namespace) -> tuple[nn.Module, float, str]:
     """The base classifier, its sigma, and what it is."""
+    import torch
+
+    from rsbench.models.builders import checkpoint
+
     if args.ckpt:
         subject = checkpoint(args.ckpt, 10, 1)
         return subject.classifier, subject.sigma, f"{args.ckpt} ({subject.description['method']})"
@@ -67,6 +65,15 @@ def model(args: argparse.Namespace) -> tuple[nn.Module, float, str]:
 
 def run(args: argparse.Namespace) -> dict[str, float]:
     """Median seconds of certification and of the attack over the repeats, and their ratio."""
+    import torch
+
+    from rsbench.attack import AttackSettings, attack_certified
+    from rsbench.certify.algorithm.caps import fixed_n_cap
+    from rsbench.certify.algorithm.smooth import Smooth
+    from rsbench.certify.pipeline.metrics import radius_grid
+    from rsbench.certify.pipeline.records import CertificationRow
+    from rsbench.data.sources import embedded_mnist
+
     net, sigma, name = model(args)
     test = embedded_mnist(Path("data"), train=False)
     images = [(test[i][0], int(test[i][1])) for i in range(args.images)]

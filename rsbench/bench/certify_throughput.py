@@ -47,23 +47,28 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import nn
 
-from rsbench.archs import CifarResNet, Classifier, LeNet
-from rsbench.archs.resnet import imagenet_resnet50
-from rsbench.certify.algorithm.groups import certify_images, images_together
-from rsbench.certify.algorithm.seeding import derive_seed
-from rsbench.certify.algorithm.smooth import Smooth
-from rsbench.certify.pipeline.certification import Certification, Subject
-from rsbench.certify.pipeline.settings import CertifySettings
-from rsbench.models.ensemble import Ensemble
 from rsbench.runs.allocator import GLIBC_TUNABLES, OPT_OUT, reexec_with_fast_allocator
 from rsbench.runs.floor import CommandParser
 
+if TYPE_CHECKING:  # torch and the models load after the command line is checked (the command floor)
+    import torch
+    from torch import nn
+
+    from rsbench.archs import Classifier
+    from rsbench.certify.algorithm.smooth import Smooth
+
 NORMALIZE = {"kind": "normalize", "mean": [0.5] * 3, "std": [0.25] * 3}
+
+
+def default_device(device: str | None) -> str:
+    """``device`` as asked for, else ``cuda`` when torch sees a GPU, else ``cpu`` (imports torch)."""
+    import torch
+
+    return device or ("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def timm_vit(shape: tuple[int, int, int], size: int, options: dict[str, int]) -> Classifier:
@@ -74,11 +79,33 @@ def timm_vit(shape: tuple[int, int, int], size: int, options: dict[str, int]) ->
     return build_classifier("vit_tiny", 10, {"resize": size}, shape[0], network=network, image_shape=list(shape))
 
 
+def lenet() -> tuple[nn.Module, tuple[int, int, int]]:
+    """A random LeNet for 1x28x28 images."""
+    from rsbench.archs import Classifier, LeNet
+
+    return Classifier("lenet", LeNet(10), {"kind": "identity"}), (1, 28, 28)
+
+
+def cifar_resnet(depth: int) -> tuple[nn.Module, tuple[int, int, int]]:
+    """A random CIFAR ResNet of ``depth`` layers for 3x32x32 images."""
+    from rsbench.archs import CifarResNet, Classifier
+
+    return Classifier(f"cifar_resnet{depth}", CifarResNet(depth, 10), NORMALIZE), (3, 32, 32)
+
+
+def resnet50() -> tuple[nn.Module, tuple[int, int, int]]:
+    """A random ImageNet ResNet-50 for 3x224x224 images."""
+    from rsbench.archs import Classifier
+    from rsbench.archs.resnet import imagenet_resnet50
+
+    return Classifier("resnet50", imagenet_resnet50(1000), NORMALIZE), (3, 224, 224)
+
+
 MODELS: dict[str, Callable[[], tuple[nn.Module, tuple[int, int, int]]]] = {
-    "lenet": lambda: (Classifier("lenet", LeNet(10), {"kind": "identity"}), (1, 28, 28)),
-    "cifar_resnet20": lambda: (Classifier("cifar_resnet20", CifarResNet(20, 10), NORMALIZE), (3, 32, 32)),
-    "cifar_resnet110": lambda: (Classifier("cifar_resnet110", CifarResNet(110, 10), NORMALIZE), (3, 32, 32)),
-    "resnet50": lambda: (Classifier("resnet50", imagenet_resnet50(1000), NORMALIZE), (3, 224, 224)),
+    "lenet": lenet,
+    "cifar_resnet20": lambda: cifar_resnet(20),
+    "cifar_resnet110": lambda: cifar_resnet(110),
+    "resnet50": resnet50,
     # timm ViTs (pip install 'rsbench[pretrained]'): the embedded-MNIST study's (28 -> 32, patch 8, width 64, depth 3)
     # and the frontier's ViT-Tiny/16 on CIFAR-sized images resized to 224 inside the model
     "vit_tiny_mnist": lambda: (
@@ -92,6 +119,8 @@ OPTIONS = ("bf16", "channels_last", "bf16+channels_last", "compile")
 
 def cohen_counts(model: nn.Module, x: torch.Tensor, num: int, batch_size: int, sigma: float) -> np.ndarray:
     """Cohen et al.'s ``Smooth._sample_noise``: repeat the image, add fresh noise, count votes in a Python loop."""
+    import torch
+
     counts = np.zeros(10, dtype=int)
     with torch.no_grad():
         remaining = num
@@ -120,6 +149,12 @@ def make_variants(
     model: nn.Module, shape: tuple[int, ...], args: argparse.Namespace
 ) -> dict[str, Callable[[torch.Tensor], object]]:
     """Each variant as a function certifying a batch of images (``[K, C, H, W]``)."""
+    import torch
+
+    from rsbench.certify.algorithm.groups import images_together
+    from rsbench.certify.algorithm.seeding import derive_seed
+    from rsbench.certify.algorithm.smooth import Smooth
+
     n0, n, batch, sigma = args.n0, args.n, args.batch_size, args.sigma
     device = next(model.parameters()).device
     noisy_batch = torch.rand(*shape, device=device) + sigma * torch.randn(batch, *shape, device=device)
@@ -162,6 +197,8 @@ ALPHA = 0.001  # the failure probability every variant certifies at
 
 def _rsbench_variant(smooth: Smooth, per_batch: int, args: argparse.Namespace) -> Callable[[torch.Tensor], None]:
     """rsbench's certification of ``per_batch`` images together (:func:`certify_images`), seeded per image."""
+    from rsbench.certify.algorithm.groups import certify_images
+    from rsbench.certify.algorithm.seeding import derive_seed
 
     def certify(xs: torch.Tensor) -> None:
         for first in range(0, len(xs), per_batch):
@@ -177,6 +214,9 @@ def _rsbench_variant(smooth: Smooth, per_batch: int, args: argparse.Namespace) -
 
 def _pipeline_variant(model: nn.Module, args: argparse.Namespace) -> Callable[[torch.Tensor], OneOff]:
     """The run's certification pipeline into a temporary folder; returns its one-off cost (a rerun on the folder)."""
+    from rsbench.certify.pipeline.certification import Certification, Subject
+    from rsbench.certify.pipeline.settings import CertifySettings
+
     settings = CertifySettings.from_keys(n0=args.n0, n=args.n, alpha=ALPHA, batch_size=args.batch_size)
     subject = Subject(model, 10, args.sigma, {"method": "bench", "dataset": "random", "arch": "bench"})
 
@@ -196,6 +236,10 @@ def _option_variant(
     option: str, model: nn.Module, shape: tuple[int, ...], packing: int, args: argparse.Namespace
 ) -> dict[str, Callable[[torch.Tensor], object]]:
     """The variant of ``--variants`` option ``option``: ``compile`` (after its warm-up), or a precision / layout."""
+    import torch
+
+    from rsbench.certify.algorithm.smooth import Smooth
+
     sigma, batch = args.sigma, args.batch_size
     if option == "compile":
         compiled = torch.compile(model)
@@ -213,6 +257,7 @@ def _option_variant(
 def make_art(model: nn.Module, shape: tuple[int, ...], args: argparse.Namespace) -> Callable[[torch.Tensor], object]:
     """ART's randomized-smoothing estimator around the same model (selection with sample_size = n0 draws)."""
     from art.estimators.certification.randomized_smoothing import PyTorchRandomizedSmoothing
+    from torch import nn
 
     estimator = PyTorchRandomizedSmoothing(
         model=model,
@@ -229,12 +274,16 @@ def make_art(model: nn.Module, shape: tuple[int, ...], args: argparse.Namespace)
 
 def synchronize(device: str) -> None:
     """Wait for the device's queued work, so that a GPU timing covers the kernels it launched."""
+    import torch
+
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)
 
 
 def bench(arch: str, args: argparse.Namespace) -> dict[str, list[float]]:
     """Noisy samples per second of each variant for one architecture, one value per repeat (interleaved)."""
+    import torch
+
     torch.manual_seed(0)
     model, shape = MODELS[arch]()
     model.eval().to(args.device)
@@ -270,6 +319,12 @@ def ensemble_cost(arch: str, args: argparse.Namespace) -> tuple[float, float]:
 
     Both certify the same images with rsbench's packing; the two are alternated ``args.repeats`` times.
     """
+    import torch
+
+    from rsbench.certify.algorithm.groups import images_together
+    from rsbench.certify.algorithm.smooth import Smooth
+    from rsbench.models.ensemble import Ensemble
+
     members = []
     for seed in range(args.ensemble):
         torch.manual_seed(seed)
@@ -298,6 +353,11 @@ def ensemble_cost(arch: str, args: argparse.Namespace) -> tuple[float, float]:
 
 def memory_probe(implementation: str, n: int, batch_size: int, sigma: float) -> None:
     """Certify one 3x224x224 input with ``implementation`` (rsbench or art) at ``n``; print this process's peak RSS."""
+    import torch
+    from torch import nn
+
+    from rsbench.certify.algorithm.smooth import Smooth
+
     layers = [nn.Conv2d(3, 8, 7, stride=8), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10)]
     model = nn.Sequential(*layers).eval()
     x = torch.rand(3, 224, 224)
@@ -325,6 +385,8 @@ def memory_scaling(args: argparse.Namespace) -> None:
 
 def rate_probe(arch: str, args: argparse.Namespace) -> None:
     """Print ``forward <samples/s> rsbench <samples/s>`` for one pass over the images (a child of ``--allocators``)."""
+    import torch
+
     torch.manual_seed(0)
     model, shape = MODELS[arch]()
     model.eval()
@@ -379,7 +441,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--sigma", type=float, default=0.25)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="default: cuda if any")
+    parser.add_argument("--device", default=None, help="default: cuda if any")
     parser.add_argument("--variants", nargs="*", default=[], choices=OPTIONS, help="rsbench options to add")
     parser.add_argument("--no-art", action="store_true", help="skip ART (not installed: pip install -e '.[bench]')")
     parser.add_argument("--ensemble", type=int, default=3, help="members of the ensemble timed against them (0: skip)")
@@ -390,6 +452,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--memory-probe", choices=["rsbench", "art"], help=argparse.SUPPRESS)
     parser.add_argument("--rate-probe", choices=sorted(MODELS), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    args.device = default_device(args.device)
     if args.memory_probe:
         memory_probe(args.memory_probe, args.n, args.batch_size, args.sigma)
         return
@@ -400,6 +463,8 @@ def main(argv: list[str] | None = None) -> None:
         for arch in args.arch:
             allocator_comparison(arch, args)
         return
+    import torch
+
     allocator = os.environ.get("GLIBC_TUNABLES", "default glibc malloc")
     print(
         f"torch {torch.__version__} on {args.device}, {torch.get_num_threads()} threads, allocator: {allocator}\n"

@@ -25,14 +25,14 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from rsbench.archs import build_classifier
 from rsbench.runs.allocator import reexec_with_fast_allocator
 from rsbench.runs.floor import CommandParser
 from rsbench.runs.resolvers import register_resolvers
+
+if TYPE_CHECKING:  # torch loads after the command line is checked (the command floor)
+    import torch
 
 SHAPES = {"lenet": (1, 28, 28), "cifar_resnet20": (3, 32, 32), "cifar_resnet110": (3, 32, 32)}
 NORMALIZE = {"kind": "normalize", "mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25]}
@@ -84,6 +84,8 @@ class Version:
     """One checkout's pipeline, driven as a test epoch of a trained LeNet or CIFAR ResNet would drive it."""
 
     def __init__(self, package: str, arch: str, state: dict[str, torch.Tensor], args: argparse.Namespace) -> None:
+        import torch
+
         archs = importlib.import_module(f"{package}.archs")
         methods = importlib.import_module(f"{package}.methods")
         shape = SHAPES[arch]
@@ -106,6 +108,8 @@ class Version:
 
 def forward_rate(net: torch.nn.Module, shape: tuple[int, ...], samples: int, batch_size: int, sigma: float) -> float:
     """Noisy samples per second of the network alone on one pre-drawn noisy batch, repeated."""
+    import torch
+
     batch = torch.rand(*shape) + sigma * torch.randn(batch_size, *shape)
     start = time.perf_counter()
     with torch.inference_mode():
@@ -116,6 +120,10 @@ def forward_rate(net: torch.nn.Module, shape: tuple[int, ...], samples: int, bat
 
 def compare(arch: str, versions: dict[str, str], args: argparse.Namespace, workdir: Path) -> None:
     """Alternate the versions ``args.repeats`` times on ``arch`` and print medians and ratios."""
+    import torch
+
+    from rsbench.archs import build_classifier
+
     torch.manual_seed(0)
     shape = SHAPES[arch]
     reference = build_classifier(arch, 10, NORMALIZE if shape[0] == 3 else {"kind": "identity"}, shape[0])
@@ -157,6 +165,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--sigma", type=float, default=0.25)
     args = parser.parse_args(argv)
+    import torch
+
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         with imported_copy(args.other, "rsbench_other", workdir / "packages"):

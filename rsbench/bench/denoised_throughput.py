@@ -23,16 +23,15 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import nn
-
-from rsbench.archs.denoiser import DenoisedClassifier, DnCNN
-from rsbench.archs.diffusion import DiffusionDenoiser, load_diffusion
-from rsbench.bench.certify_throughput import MODELS, synchronize
-from rsbench.certify.algorithm.smooth import Smooth
+from rsbench.bench.certify_throughput import MODELS, default_device, synchronize
 from rsbench.runs.floor import CommandParser
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from rsbench.archs.diffusion import DiffusionDenoiser
 
 TEST_SET_SAMPLES = 10_000 * (100 + 100_000)  # a 10,000-image test set (CIFAR-10's) at Cohen's n0 = 100, n = 100,000
 
@@ -40,6 +39,8 @@ TEST_SET_SAMPLES = 10_000 * (100 + 100_000)  # a 10,000-image test set (CIFAR-10
 def tiny_diffusion(shape: tuple[int, int, int], sigma: float) -> DiffusionDenoiser:
     """A small random UNet2DModel and a 1000-step linear DDPM schedule, as one-shot denoiser at sigma."""
     from diffusers import DDPMScheduler, UNet2DModel
+
+    from rsbench.archs.diffusion import DiffusionDenoiser
 
     channels, size, _ = shape
     unet: Any = UNet2DModel(  # (diffusers' lazy module hides its types from mypy)
@@ -58,6 +59,9 @@ def tiny_diffusion(shape: tuple[int, int, int], sigma: float) -> DiffusionDenois
 
 def variants(args: argparse.Namespace) -> tuple[dict[str, nn.Module], tuple[int, int, int]]:
     """The base classifiers to certify: the classifier alone and behind each denoiser."""
+    from rsbench.archs.denoiser import DenoisedClassifier, DnCNN
+    from rsbench.archs.diffusion import load_diffusion
+
     classifier, shape = MODELS[args.arch]()
     models: dict[str, nn.Module] = {"classifier": classifier}
     for spec in args.dncnn:
@@ -75,6 +79,10 @@ def variants(args: argparse.Namespace) -> tuple[dict[str, nn.Module], tuple[int,
 
 def bench(args: argparse.Namespace) -> dict[str, float]:
     """Median noisy samples per second of each variant."""
+    import torch
+
+    from rsbench.certify.algorithm.smooth import Smooth
+
     torch.manual_seed(0)
     models, shape = variants(args)
     xs = torch.rand(args.images, *shape, device=args.device)
@@ -117,8 +125,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dncnn", nargs="*", default=["17x64", "5x16"], help="DnCNN depth x width, e.g. 17x64")
     parser.add_argument("--diffusion-path", default=None, help="a saved diffusers UNet2DModel + DDPMScheduler")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--device", default=None, help="default: cuda if any")
     args = parser.parse_args(argv)
+    args.device = default_device(args.device)
+    import torch
+
     print(
         f"{args.arch} on {args.device} ({torch.get_num_threads()} threads), {args.images} images, "
         f"n0={args.n0}, n={args.n}, batch {args.batch_size}, median of {args.repeats}"

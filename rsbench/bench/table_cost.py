@@ -22,9 +22,9 @@ import statistics
 from collections.abc import Sequence
 
 import numpy as np
-import torch
 
 from rsbench.bench import certify_throughput, replay
+from rsbench.runs.allocator import reexec_with_fast_allocator
 from rsbench.runs.floor import CommandParser
 
 DATASETS = {"cifar_resnet110": ("cifar10",), "cifar_resnet20": ("cifar10",), "lenet": ("mnist", "fashion_mnist")}
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     """Measure throughput, replay the logs, print hours per table row."""
     parser = CommandParser("python -m rsbench.bench.table_cost", description=__doc__)
     parser.add_argument("--arch", nargs="+", default=["cifar_resnet110", "lenet"], choices=sorted(DATASETS))
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--device", default=None, help="default: cuda if any")
     parser.add_argument("--variants", nargs="*", default=["bf16+channels_last", "compile"])
     parser.add_argument("--images", type=int, default=4, help="images per throughput repeat")
     parser.add_argument("--n", type=int, default=10_000, help="estimation samples per image in the throughput run")
@@ -60,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replay-images", type=int, default=None, help="replay a subset of each log (default: all)")
     parser.add_argument("--design", default="informed", help="the sequential design whose samples are counted")
     args = parser.parse_args(argv)
+    args.device = certify_throughput.default_device(args.device)
+    import torch
+
     measured = argparse.Namespace(
         n0=100, n=args.n, batch_size=args.batch_size, sigma=0.25, images=args.images, repeats=args.repeats,
         variants=args.variants, no_art=True, device=args.device, ensemble=0,
@@ -88,5 +91,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    certify_throughput.reexec_with_fast_allocator("rsbench.bench.table_cost")
+    reexec_with_fast_allocator("rsbench.bench.table_cost")
     main()

@@ -19,27 +19,21 @@ import os
 import shutil
 import statistics
 import tempfile
-import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-import pytorch_lightning as pl
-import torch
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
-from hydra.core.hydra_config import HydraConfig
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
-from torch.utils.data import DataLoader, TensorDataset
 
-from rsbench.checkpoint import make_checkpoint, write_checkpoint
-from rsbench.methods.base import SmoothingModule
-from rsbench.methods.catrs import CATRS
-from rsbench.methods.denoiser import DenoiserTraining
 from rsbench.runs.allocator import reexec_with_fast_allocator
 from rsbench.runs.cli import config_dir
 from rsbench.runs.floor import CommandParser
+
+if TYPE_CHECKING:  # torch and Lightning load after the command line is checked (the command floor)
+    import torch
+    from torch.utils.data import DataLoader
+
+    from rsbench.methods.base import SmoothingModule
 
 CONF_DIR = config_dir()
 
@@ -48,43 +42,12 @@ TIMED_PHASE = {"ddrs": ["method.sigma_search_from_epoch=0"]}
 first epochs (then it costs nothing beyond its base method), so the benchmark times it with the search on."""
 
 
-class PassCounter(pl.Callback):
-    """Times every training batch and counts the rows the trained network sees forward and backward.
-
-    The trained network is the base classifier, or for denoised smoothing the denoiser in front of the frozen one.
-    """
-
-    def __init__(self) -> None:
-        self.seconds: list[float] = []
-        self.forward_rows = 0
-        self.backward_rows = 0
-        self._start = 0.0
-
-    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        """Hook the counters onto the method's trained network."""
-        assert isinstance(pl_module, SmoothingModule)
-        net = pl_module.composed.denoiser if isinstance(pl_module, DenoiserTraining) else pl_module.net
-        net.register_forward_hook(self._count_forward)
-        net.register_full_backward_hook(self._count_backward)
-
-    def _count_forward(self, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], output: Any) -> None:
-        if module.training or torch.is_grad_enabled():
-            self.forward_rows += inputs[0].shape[0]
-
-    def _count_backward(self, module: torch.nn.Module, grad_input: Any, grad_output: tuple[torch.Tensor, ...]) -> None:
-        self.backward_rows += grad_output[0].shape[0]
-
-    def on_train_batch_start(self, *args: Any) -> None:
-        """Start the batch's clock."""
-        self._start = time.perf_counter()
-
-    def on_train_batch_end(self, *args: Any) -> None:
-        """Record the batch's time."""
-        self.seconds.append(time.perf_counter() - self._start)
-
-
 def method_config(method: str, dataset: str, arch: str, sigma: float) -> DictConfig:
     """The run config of ``method`` with ``dataset``'s recipe at ``sigma`` on ``arch`` (set as Hydra's current one)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
     GlobalHydra.instance().clear()
     overrides = [f"method={method}", f"dataset={dataset}", f"arch={arch}", f"sigma={sigma}", "logger=none"]
     overrides += TIMED_PHASE.get(method, [])
@@ -98,6 +61,8 @@ def method_config(method: str, dataset: str, arch: str, sigma: float) -> DictCon
 
 def build_method(cfg: DictConfig, sigma: float) -> SmoothingModule:
     """Instantiate the method of ``cfg`` (from :func:`method_config`) on a fresh network."""
+    from hydra.utils import instantiate
+
     net = instantiate(cfg.arch)
     if OmegaConf.is_missing(cfg.method, "classifier_ckpt"):
         with open_dict(cfg):  # denoised smoothing: a fresh classifier costs what a trained one does
@@ -107,6 +72,8 @@ def build_method(cfg: DictConfig, sigma: float) -> SmoothingModule:
 
 def frozen_classifier(net: torch.nn.Module, sigma: float) -> Path:
     """A checkpoint of ``net`` as it was initialised, for a method that trains in front of a frozen classifier."""
+    from rsbench.checkpoint import make_checkpoint, write_checkpoint
+
     folder = Path(tempfile.mkdtemp(prefix="rsbench-bench-"))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     return write_checkpoint(make_checkpoint(net, sigma, "standard"), folder / "classifier.ckpt")
@@ -114,6 +81,10 @@ def frozen_classifier(net: torch.nn.Module, sigma: float) -> Path:
 
 def time_method(module: SmoothingModule, loader: DataLoader, batches: int) -> tuple[float, float, float]:
     """Median seconds per loader batch (the first batch excluded), forward and backward rows per image."""
+    import pytorch_lightning as pl
+
+    from rsbench.bench._training_callbacks import PassCounter
+
     counter = PassCounter()
     trainer = pl.Trainer(
         max_epochs=1,
@@ -145,6 +116,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batches", type=int, default=5, help="timed loader batches per repeat")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from rsbench.methods.catrs import CATRS
+
     methods = ["gaussian", *(m for m in args.methods if m != "gaussian")]
     batch = {
         m: args.batch_size or int(method_config(m, args.dataset, args.arch, args.sigma).dataset.batch_size)

@@ -30,42 +30,20 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pytorch_lightning as pl
-import torch
-import torch.nn.functional as F
-from torch.utils.data import DataLoader, TensorDataset
+from typing import TYPE_CHECKING
 
 from rsbench.bench.training_cost import build_method, method_config, quiet_lightning
-from rsbench.methods.base import Batch, SmoothingModule
-from rsbench.methods.catrs import CATRS
 from rsbench.runs.allocator import reexec_with_fast_allocator
-from rsbench.runs.epoch_seed import EpochSeed
 from rsbench.runs.floor import CommandParser
-from rsbench.runs.loggers import CSVLogger
-from rsbench.runs.training_clock import TrainingClock
-from rsbench.runs.training_layout import TrainingLayout
+
+if TYPE_CHECKING:  # torch and Lightning load after the command line is checked (the command floor)
+    from torch.utils.data import DataLoader
+
+    from rsbench.methods.base import Batch, SmoothingModule
 
 LAYOUTS = ("contiguous", "channels_last", "bf16")
 METHODS = ("gaussian", "stability", "smoothadv", "macer", "consistency", "smoothmix", "catrs")
 """The methods of the CAT-RS authors' Fashion-MNIST table (the cells this benchmark's default recipe trains)."""
-
-
-class StepClock(pl.Callback):
-    """The wall-clock seconds from the start of batch 2 to the end of the epoch's last batch (loader included)."""
-
-    def __init__(self) -> None:
-        self.start = 0.0
-        self.end = 0.0
-
-    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: object, idx: int) -> None:
-        """Start the clock at the second batch."""
-        if idx == 1:
-            self.start = time.perf_counter()
-
-    def on_train_batch_end(self, *args: object) -> None:
-        """Move the end to this batch's end."""
-        self.end = time.perf_counter()
 
 
 @dataclass
@@ -79,6 +57,8 @@ class Timings:
 
 def precision_context(layout: str) -> contextlib.AbstractContextManager[object]:
     """bf16 autocast on the CPU for ``bf16``, nothing otherwise."""
+    import torch
+
     if layout == "bf16":
         return torch.autocast("cpu", dtype=torch.bfloat16)
     return contextlib.nullcontext()
@@ -86,6 +66,14 @@ def precision_context(layout: str) -> contextlib.AbstractContextManager[object]:
 
 def rsbench_seconds(module: SmoothingModule, loader: DataLoader, batches: int, layout: str, logs: Path) -> float:
     """Seconds per step of ``Trainer.fit`` over ``batches`` batches (after the first), as a run trains."""
+    import pytorch_lightning as pl
+
+    from rsbench.bench._training_callbacks import StepClock
+    from rsbench.runs.epoch_seed import EpochSeed
+    from rsbench.runs.loggers import CSVLogger
+    from rsbench.runs.training_clock import TrainingClock
+    from rsbench.runs.training_layout import TrainingLayout
+
     clock = StepClock()
     trainer = pl.Trainer(
         max_epochs=1,
@@ -111,6 +99,8 @@ def rsbench_seconds(module: SmoothingModule, loader: DataLoader, batches: int, l
 
 def plain_steps(module: SmoothingModule, layout: str) -> Callable[[Batch], None]:
     """A plain step of ``module``'s own loss: ``zero_grad``, ``backward``, ``step`` (in chunks, as rsbench steps)."""
+    from rsbench.methods.base import Batch
+
     optimizer = module.optimizer_factory(module.trainable_parameters())
     chunks = module.steps_per_batch
 
@@ -129,6 +119,8 @@ def plain_steps(module: SmoothingModule, layout: str) -> Callable[[Batch], None]
 
 def loop_seconds(step: Callable[[Batch], None], loader: DataLoader, batches: int) -> float:
     """Seconds per step of ``step`` in a bare loop over batches 2 to ``batches + 1`` of ``loader``."""
+    from rsbench.methods.base import Batch
+
     start = 0.0
     for index, (x, y, indices) in enumerate(loader):
         if index == 1:
@@ -141,6 +133,9 @@ def loop_seconds(step: Callable[[Batch], None], loader: DataLoader, batches: int
 
 def hand_written_step(module: SmoothingModule, layout: str) -> Callable[[Batch], None]:
     """Gaussian augmentation written out: ``cross_entropy(net(x + sigma * randn), y)`` with SGD as configured."""
+    import torch
+    import torch.nn.functional as F
+
     optimizer = module.optimizer_factory(module.net.parameters())
     net, sigma = module.net, module.sigma
 
@@ -156,6 +151,10 @@ def hand_written_step(module: SmoothingModule, layout: str) -> Callable[[Batch],
 
 def fresh_module(method: str, dataset: str, sigma: float, count: int, layout: str) -> SmoothingModule:
     """The method's module on a freshly initialised network (seed 0), in ``layout``."""
+    import torch
+
+    from rsbench.methods.catrs import CATRS
+
     torch.manual_seed(0)
     module = build_method(method_config(method, dataset, "recipe", sigma), sigma)
     if isinstance(module, CATRS) and module.soft_label == "teacher":
@@ -170,6 +169,9 @@ def time_method(
     method: str, dataset: str, sigma: float, layout: str, batches: int, timings: Timings, logs: Path
 ) -> None:
     """One repeat of ``method`` in ``layout``: rsbench, the plain loop (and for Gaussian the hand-written one)."""
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
     cfg = method_config(method, dataset, "recipe", sigma)
     batch = int(cfg.dataset.batch_size)
     shape = tuple(int(size) for size in cfg.dataset.image_shape)
@@ -229,6 +231,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--batches", type=int, default=4, help="timed loader batches per repeat (after the first)")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
+    import torch
+
     native_bf16 = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     layouts = args.layouts or [layout for layout in LAYOUTS if layout != "bf16" or native_bf16]
     print(
