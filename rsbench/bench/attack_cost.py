@@ -19,13 +19,18 @@ import argparse
 import statistics
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rsbench.runs.floor import CommandParser
 
 if TYPE_CHECKING:
+    import torch
     from torch import nn
+
+    from rsbench.certify.algorithm.smooth import Certificate
+    from rsbench.certify.pipeline.records import CertificationRow
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -63,6 +68,20 @@ def model(args: argparse.Namespace) -> tuple[nn.Module, float, str]:
     return net, args.sigma, "random LeNet"
 
 
+def certification_rows(
+    images: Sequence[tuple[torch.Tensor, int]], certificates: Sequence[Certificate], sigma: float
+) -> list[CertificationRow]:
+    """The pipeline's rows of ``certificates``, one per image, as the attack reads them."""
+    from rsbench.certify.pipeline.records import CertificationRow
+
+    return [
+        CertificationRow(
+            i, label, c.prediction, c.radius, c.prediction == label, c.seconds, c.count, c.n, c.p_a_lower, sigma
+        )
+        for i, ((_, label), c) in enumerate(zip(images, certificates, strict=True))
+    ]
+
+
 def run(args: argparse.Namespace) -> dict[str, float]:
     """Median seconds of certification and of the attack over the repeats, and their ratio."""
     import torch
@@ -71,7 +90,6 @@ def run(args: argparse.Namespace) -> dict[str, float]:
     from rsbench.certify.algorithm.caps import fixed_n_cap
     from rsbench.certify.algorithm.smooth import Smooth
     from rsbench.certify.pipeline.metrics import radius_grid
-    from rsbench.certify.pipeline.records import CertificationRow
     from rsbench.data.sources import embedded_mnist
 
     net, sigma, name = model(args)
@@ -93,21 +111,7 @@ def run(args: argparse.Namespace) -> dict[str, float]:
             xs, args.n0, args.n, args.alpha, args.batch_size, seeds=list(range(len(xs)))
         )
         certify_times.append(time.perf_counter() - start)
-        rows = [
-            CertificationRow(
-                i,
-                int(label),
-                c.prediction,
-                c.radius,
-                c.prediction == int(label),
-                c.seconds,
-                c.count,
-                c.n,
-                c.p_a_lower,
-                sigma,
-            )
-            for i, ((_, label), c) in enumerate(zip(images, certificates, strict=True))
-        ]
+        rows = certification_rows(images, certificates, sigma)
         with tempfile.TemporaryDirectory() as out:
             start = time.perf_counter()
             outcome = attack_certified(
