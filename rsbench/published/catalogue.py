@@ -235,9 +235,12 @@ def released_logs(
     return catalogue(dataset=dataset, method=method, sigma=sigma, duplicates=True, report=True)
 
 
-def source_cards() -> dict[str, dict[str, Any]]:
-    """The cards of ``sources.yaml``: per source, its paper, repository, commit, licence, protocol, gpu, facts."""
-    with _released_folder().joinpath("sources.yaml").open() as file:
+def source_cards(folder: Traversable | None = None) -> dict[str, dict[str, Any]]:
+    """The cards of ``sources.yaml``, in its order: per source, its paper, repository, commit, licence, protocol, gpu.
+
+    ``folder`` is the released data's folder: by default the shipped one; the importer reads its target's.
+    """
+    with (folder or _released_folder()).joinpath("sources.yaml").open() as file:
         cards: dict[str, dict[str, Any]] = yaml.safe_load(file)
     return cards
 
