@@ -42,7 +42,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rsbench.published.catalogue import source_cards
 from rsbench.published.logs import Card, consistent_alpha, seconds, subset_rule, summary
 from rsbench.published.paths import Parsed, parse
 from rsbench.runs.datasets import dataset_info
@@ -76,6 +75,8 @@ TRAINING_COLUMNS = {
 
 def cards(folder: Path = TARGET) -> list[Card]:
     """The cards of ``sources.yaml``, in its order (the order that decides which of two identical files is listed)."""
+    from rsbench.published.catalogue import source_cards  # (torch, through the report's loader: after parsing)
+
     raw = source_cards(folder)
     return [
         Card(
