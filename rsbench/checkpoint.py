@@ -45,6 +45,9 @@ NET_PREFIX = "net."
 """The state-dict prefix of the base classifier's weights (a ``SmoothingModule``'s ``net``)."""
 DENOISER_PREFIX = f"{NET_PREFIX}denoiser."
 """The state-dict prefix of a denoiser checkpoint's DnCNN (``DenoisedClassifier.denoiser``)."""
+TRAINED_BEHIND = "router_denoiser"
+"""The signature key of a router trained behind a denoiser (``method=router method.denoiser_ckpt=...``): that
+denoiser's ``{kind, path, sha256, sigma}``."""
 UNSIGNED = (
     "train it with rsbench (python -m rsbench ...), or import a released checkpoint with python -m rsbench.importer"
 )

@@ -6,11 +6,15 @@ Test modules import them from here; each test module builds its own problems (ma
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from torch import nn
 
+from rsbench.archs.denoiser import DenoisedClassifier, DnCNN
+from rsbench.archs.registry import build_classifier
 from rsbench.certify.pipeline.certification import Subject
+from rsbench.checkpoint import make_checkpoint, write_checkpoint
 
 
 class Recorder(nn.Module):
@@ -81,3 +85,24 @@ IMAGES: list[tuple[torch.Tensor, int]] = [
 ]
 # Brightness as the certification pipeline's subject: 4 classes at sigma 0.25.
 SUBJECT = Subject(Brightness(), 4, 0.25, {"method": "test", "dataset": "brightness", "arch": "brightness"})
+
+
+def denoiser_checkpoint(dncnn: DnCNN, path: Path, sigma: float) -> Path:
+    """A ``method=denoiser`` checkpoint of ``dncnn`` in front of a LeNet (only its DnCNN is read for a router)."""
+    classifier = build_classifier("lenet", 10, {"kind": "identity"}, 1)
+    return write_checkpoint(make_checkpoint(DenoisedClassifier(dncnn, classifier), sigma, "denoiser"), path)
+
+
+def constant_dncnn(value: float) -> DnCNN:
+    """A depth-2 DnCNN with D(z) = z - (z - value) = value wherever z > value (noisy [0,1] pixels: always)."""
+    dncnn = DnCNN(1, depth=2, width=1)
+    first, last = dncnn.dncnn[0], dncnn.dncnn[2]
+    assert isinstance(first, nn.Conv2d)
+    assert isinstance(last, nn.Conv2d)
+    with torch.no_grad():
+        first.weight.zero_()
+        first.weight[0, 0, 1, 1] = 1.0
+        first.bias.fill_(-value)  # relu(z - value) = z - value
+        last.weight.zero_()
+        last.weight[0, 0, 1, 1] = 1.0
+    return dncnn

@@ -213,6 +213,8 @@ def iterate_stage(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     spec = cfg.iterate
     common = [f"dataset={spec.dataset}", f"data_dir={cfg.data_dir}", "protocol=authors", "test=false", "certify=off"]
     router_ckpt = ""
+    denoiser = dual_models.training_denoiser(cfg)  # a router certified behind a DnCNN trains behind it too
+    behind = [f"method.denoiser_ckpt={denoiser}"] if denoiser is not None else []
     for round_number in range(1, int(spec.rounds) + 1):
         folder = output_dir / f"round{round_number}"
         current = routers.experts(experts, [], datamodule.num_classes, int(datamodule.image_shape[0]))
@@ -227,11 +229,12 @@ def iterate_stage(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
                 f"arch.num_classes={len(sigmas)}",
                 f"sigma={spec.router_sigma}",
                 *common,
+                *behind,
                 *spec.router_overrides,
             ],
         )
         router_ckpt = str(router_dir / "checkpoints" / "last.ckpt")
-        router = routers.checkpoint(router_ckpt, int(datamodule.image_shape[0]))
+        router = dual_models.behind_denoiser(routers.checkpoint(router_ckpt, int(datamodule.image_shape[0])), cfg)
         routes = route_stage(cfg, folder / "route", router)
         routed = torch.load(routes, map_location="cpu", weights_only=True)["routes"]
         tuned = []

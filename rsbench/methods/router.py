@@ -5,7 +5,10 @@
 n. By default as the paper trains its router (as reported; :mod:`rsbench.methods.router_loss`): soft targets
 softmax(radii) with soft cross-entropy, the images no expert certifies left out, each expert's share rebalanced,
 and Jeong and Shin's consistency term on m noisy copies at the sigma the router will be smoothed at. Its checkpoint
-records ``sigmas`` in its signature so that ``router=checkpoint`` knows what its outputs mean.
+records ``sigmas`` in its signature so that ``router=checkpoint`` knows what its outputs mean. With
+``method.denoiser_ckpt`` the router is trained behind a frozen denoiser, on D(x + delta), as the paper's router sees
+denoised inputs; the signature then names the denoiser (``router_denoiser``: its SHA-256 and sigma), and
+certification refuses that router without the same denoiser in front (:func:`rsbench.models.dual.build_router`).
 
 ``method=routed_expert`` (:class:`RoutedExpert`) is the other half of the iterative training: it fine-tunes one
 expert (Gaussian augmentation at its sigma, from its checkpoint) on the training images the smoothed router sends
@@ -24,11 +27,12 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 from torch.utils.data import Dataset, Sampler
 
-from rsbench.checkpoint import SIGNATURE_KEY
+from rsbench.checkpoint import SIGNATURE_KEY, TRAINED_BEHIND, read_denoiser
 from rsbench.errors import CheckpointMismatchError, ConfigError
+from rsbench.loading import file_digest
 from rsbench.methods.base import Batch, SmoothingModule, StepOutput
 from rsbench.methods.gaussian import GaussianAugmentation
 from rsbench.methods.hparams import check_choice, check_float, check_int
@@ -71,6 +75,48 @@ class RoutedSampler(Sampler[int]):
         yield from self.positions[order].tolist()
 
 
+class FrozenDenoiser(nn.Module):
+    """A denoiser that never trains: no gradients for its weights, eval mode whatever mode it is put in.
+
+    A registered submodule (it moves with the router to its device and memory layout); its BatchNorm statistics
+    never change, as a frozen stage of the authors' ``train_denoiser.py`` (``requires_grad_(clf, False)``,
+    ``clf.eval()``) never does.
+    """
+
+    def __init__(self, denoiser: nn.Module) -> None:
+        super().__init__()
+        self.denoiser = denoiser.requires_grad_(False).eval()
+
+    def train(self, mode: bool = True) -> FrozenDenoiser:
+        """Record ``mode`` without passing it on: the denoiser stays in eval mode."""
+        self.training = mode
+        return self
+
+    def forward(self, x: Tensor) -> Tensor:
+        """D(x), without a graph (only the router after it is trained)."""
+        with torch.no_grad():
+            return self.denoiser(x)
+
+
+def frozen_denoiser(path: str, sigma: float, allow_sigma_mismatch: bool = False) -> tuple[FrozenDenoiser, dict]:
+    """The DnCNN of a ``method=denoiser`` checkpoint, frozen, and its record for the router's signature.
+
+    Raises:
+        ConfigError: no file at ``path``, or the denoiser was trained at another sigma than the router's.
+        CheckpointMismatchError: ``path`` is not a ``method=denoiser`` checkpoint.
+    """
+    option = f"method.denoiser_ckpt={path!r}"
+    dncnn, signature, _ = read_denoiser(path, option, "pass a checkpoint written by python -m rsbench method=denoiser")
+    trained = float(signature["sigma"])
+    if abs(trained - sigma) > 1e-9 and not allow_sigma_mismatch:
+        raise ConfigError(
+            f"{option} was trained at sigma={trained}, the router is trained (and smoothed) at sigma={sigma}: give "
+            "a denoiser for the router's sigma"
+        )
+    record = {"kind": "dncnn", "path": str(path), "sha256": file_digest(path), "sigma": trained}
+    return FrozenDenoiser(dncnn), record
+
+
 class RouterTraining(SmoothingModule):
     """A K-output classifier on noisy copies x + eps (eps at the router's sigma), trained on the experts' radii.
 
@@ -87,6 +133,8 @@ class RouterTraining(SmoothingModule):
         num_noise: m, noisy copies per image (>= 1).
         lbd: lambda, the consistency (KL) weight (>= 0).
         eta: eta, the entropy weight (>= 0).
+        denoiser_ckpt: a ``method=denoiser`` checkpoint (trained at the router's sigma) whose frozen DnCNN the
+            router is trained behind: its inputs are D(x + delta); ``None``: the bare noisy inputs.
         **kwargs: :class:`~rsbench.methods.base.SmoothingModule` arguments; ``sigma`` is the router's noise level
             and the network needs K outputs (``arch.num_classes=K``).
     """
@@ -104,9 +152,18 @@ class RouterTraining(SmoothingModule):
         num_noise: int = 2,
         lbd: float = 40.0,
         eta: float = 0.5,
+        denoiser_ckpt: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.router_denoiser: FrozenDenoiser | None = None
+        self.denoiser_record: dict[str, Any] | None = None
+        if denoiser_ckpt is not None:
+            self.router_denoiser, self.denoiser_record = frozen_denoiser(
+                str(denoiser_ckpt), self.sigma, self.allow_sigma_mismatch
+            )
+            digest = self.denoiser_record["sha256"]
+            log.info("the router trains behind the denoiser %s (sha256 %s)", denoiser_ckpt, digest)
         self.label_kind = check_choice("method.labels", labels, ("soft", "hard"))
         check_choice("method.consistency", consistency, ("strong", "weak", "none"))
         self.num_noise = check_int("method.num_noise (m, noisy copies per image)", num_noise, 1)
@@ -127,6 +184,10 @@ class RouterTraining(SmoothingModule):
             self.sigmas, shares, self.class_weights, int(self.kept.sum()), int((table.labels != UNLABELLED).sum())
         )
         log.info("router targets (%s labels): %s", self.label_kind, self.target_summary)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """The router's logits for images in [0,1] pixel space: router(D(x)) behind a denoiser, else router(x)."""
+        return self.net(x if self.router_denoiser is None else self.router_denoiser(x))
 
     def training_loss(self, batch: Batch) -> StepOutput:
         """:func:`~rsbench.methods.router_loss.router_loss` over the kept images of the batch (0 when none is)."""
@@ -179,9 +240,14 @@ class RouterTraining(SmoothingModule):
         )
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Also record the sigmas the outputs stand for in the signature (read by ``router=checkpoint``)."""
+        """Record in the signature the sigmas the outputs stand for, and the denoiser the router trained behind.
+
+        ``router=checkpoint`` reads ``sigmas``; certification reads :data:`~rsbench.checkpoint.TRAINED_BEHIND`.
+        """
         super().on_save_checkpoint(checkpoint)
         checkpoint[SIGNATURE_KEY]["sigmas"] = list(self.sigmas)
+        if self.denoiser_record is not None:
+            checkpoint[SIGNATURE_KEY][TRAINED_BEHIND] = dict(self.denoiser_record)
 
 
 class RoutedExpert(GaussianAugmentation):

@@ -16,6 +16,7 @@ CARD = MethodCard(
     name="router",
     target="rsbench.methods.router.RouterTraining",
     paper="Sun, Mao and Vechev, ICLR 2026 (dual randomized smoothing)",
+    checkpoint_arguments=("denoiser_ckpt",),  # a method=denoiser checkpoint the router trains behind (optional)
     path_arguments=("labels_file",),
     prerequisites=(
         "the router labels table (each expert's radius per training image) of python -m rsbench.dual stage=labels over "

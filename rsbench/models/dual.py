@@ -38,6 +38,7 @@ from rsbench.certify.pipeline.dual_run import DualSubject
 from rsbench.certify.pipeline.records import PROTOCOL, read_records
 from rsbench.certify.pipeline.settings import CertifySettings
 from rsbench.certify.pipeline.subset import require_images
+from rsbench.checkpoint import TRAINED_BEHIND
 from rsbench.errors import ConfigError
 from rsbench.models import router as routers
 from rsbench.stop import stop_requested
@@ -61,18 +62,36 @@ def build_experts(node: DictConfig, datamodule: Any) -> list[Subject]:
 
 
 def build_router(node: DictConfig, key: str = "") -> routers.Router:
-    """The router of ``node.router``, behind ``node.router_denoiser`` when one is given.
+    """The router of ``node.router``, behind ``node.router_denoiser`` when one is given (:func:`behind_denoiser`)."""
+    return behind_denoiser(instantiate(node.router), node, key)
+
+
+def behind_denoiser(router: routers.Router, node: DictConfig, key: str = "") -> routers.Router:
+    """``router`` behind ``node.router_denoiser`` when one is given, else ``router`` itself.
+
+    A router trained behind a denoiser (``method=router method.denoiser_ckpt=...``: its signature's
+    :data:`~rsbench.checkpoint.TRAINED_BEHIND`) is certified only behind that denoiser (the same SHA-256); a
+    router trained on bare inputs may be certified behind one.
 
     Args:
-        node: the node holding ``router`` and (optionally) ``router_denoiser``.
+        router: the router (``node.router`` built, or one ``stage=iterate`` just trained).
+        node: the node holding (optionally) ``router_denoiser``.
         key: how the command line reaches ``node`` (``model.`` under ``python -m rsbench.certify``), for messages.
 
     Raises:
-        ConfigError: ``router_denoiser`` names another builder than a denoised or diffusion model.
+        ConfigError: ``router_denoiser`` names another builder than a denoised or diffusion model, or the router was
+            trained behind a denoiser and ``router_denoiser`` is missing or another one.
     """
-    router: routers.Router = instantiate(node.router)
     denoiser = node.get("router_denoiser")
+    trained_behind = dict(router.provenance.get("signature") or {}).get(TRAINED_BEHIND)
     if denoiser is None:
+        if trained_behind is not None:
+            raise ConfigError(
+                f"the router {router.provenance.get('path')} was trained behind the denoiser "
+                f"{trained_behind['path']} (sha256 {trained_behind['sha256']}): certify it behind the same one, "
+                f"{key and 'model@' + key}router_denoiser=denoised {key}router_denoiser.denoiser_ckpt="
+                f"{trained_behind['path']}"
+            )
         return router
     target = str(denoiser.get("_target_"))
     if target not in DENOISER_BUILDERS:
@@ -83,7 +102,27 @@ def build_router(node: DictConfig, key: str = "") -> routers.Router:
     bound = OmegaConf.to_container(denoiser, resolve=True)
     assert isinstance(bound, dict)
     bound.pop("classifier", None)  # the router is the classifier
-    return routers.denoised(router, instantiate(bound, _partial_=True))
+    composed = routers.denoised(router, instantiate(bound, _partial_=True))
+    given = composed.provenance["denoiser"]
+    if trained_behind is not None and given.get("sha256") != trained_behind["sha256"]:
+        raise ConfigError(
+            f"{key}router_denoiser: the router {router.provenance.get('path')} was trained behind the denoiser "
+            f"{trained_behind['path']} (sha256 {trained_behind['sha256']}), not {given.get('path')} (sha256 "
+            f"{given.get('sha256')}): give {key}router_denoiser.denoiser_ckpt={trained_behind['path']}"
+        )
+    return composed
+
+
+def training_denoiser(node: DictConfig) -> str | None:
+    """The ``method=denoiser`` checkpoint of ``node.router_denoiser``, for training the router behind it.
+
+    It is ``model=denoised``'s ``denoiser_ckpt`` (for ``method.denoiser_ckpt``); ``None`` without a denoiser, or
+    behind a diffusion model (which ``method=router`` does not train behind).
+    """
+    denoiser = node.get("router_denoiser")
+    if denoiser is None or str(denoiser.get("_target_")) != DENOISER_BUILDERS[0]:
+        return None
+    return str(denoiser.denoiser_ckpt)
 
 
 def dual_subject(

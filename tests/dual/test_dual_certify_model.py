@@ -20,13 +20,15 @@ import torch
 from hydra.utils import instantiate
 from torch import nn
 
-from rsbench.archs.denoiser import DenoisedClassifier, DnCNN
+from rsbench.archs.denoiser import DnCNN
 from rsbench.archs.registry import build_classifier
 from rsbench.certify.pipeline.records import PROTOCOL, read_rows
-from rsbench.checkpoint import make_checkpoint, write_checkpoint
+from rsbench.checkpoint import TRAINED_BEHIND, make_checkpoint, write_checkpoint
 from rsbench.dual import stages
 from rsbench.errors import ConfigError
+from rsbench.loading import file_digest
 from rsbench.runs.certify_model import certify_model
+from tests.classifiers import constant_dncnn, denoiser_checkpoint
 from tests.helpers import ROOT, compose_config, save_checkpoint
 
 SIGMAS = (0.25, 0.5)
@@ -50,9 +52,9 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     checkpoint = make_checkpoint(router, ROUTER_SIGMA, "router")
     checkpoint["rsbench"]["sigmas"] = list(SIGMAS)
     paths["router"] = write_checkpoint(checkpoint, folder / "router.ckpt")
-    paths["identity"] = _denoiser(DnCNN(1, depth=3, width=4), folder / "identity.ckpt")
-    paths["constant"] = _denoiser(_constant_dncnn(-10.0), folder / "constant.ckpt")
-    paths["other_sigma"] = _denoiser(DnCNN(1, depth=3, width=4), folder / "other.ckpt", sigma=0.25)
+    paths["identity"] = denoiser_checkpoint(DnCNN(1, depth=3, width=4), folder / "identity.ckpt", ROUTER_SIGMA)
+    paths["constant"] = denoiser_checkpoint(constant_dncnn(-10.0), folder / "constant.ckpt", ROUTER_SIGMA)
+    paths["other_sigma"] = denoiser_checkpoint(DnCNN(1, depth=3, width=4), folder / "other.ckpt", sigma=0.25)
     return paths
 
 
@@ -72,27 +74,6 @@ def _split_votes(router: nn.Module) -> None:
         margin = (router(noisy)[:, 1] - router(noisy)[:, 0]).mean()
         last.bias[0] += margin / 2
         last.bias[1] -= margin / 2
-
-
-def _denoiser(dncnn: DnCNN, path: Path, sigma: float = ROUTER_SIGMA) -> Path:
-    """A ``method=denoiser`` checkpoint of ``dncnn`` in front of a LeNet (only its DnCNN is read for a router)."""
-    classifier = build_classifier("lenet", 10, {"kind": "identity"}, 1)
-    return write_checkpoint(make_checkpoint(DenoisedClassifier(dncnn, classifier), sigma, "denoiser"), path)
-
-
-def _constant_dncnn(value: float) -> DnCNN:
-    """A depth-2 DnCNN with D(z) = z - (z - value) = value wherever z > value (noisy [0,1] pixels: always)."""
-    dncnn = DnCNN(1, depth=2, width=1)
-    first, last = dncnn.dncnn[0], dncnn.dncnn[2]
-    assert isinstance(first, nn.Conv2d)
-    assert isinstance(last, nn.Conv2d)
-    with torch.no_grad():
-        first.weight.zero_()
-        first.weight[0, 0, 1, 1] = 1.0
-        first.bias.fill_(-value)  # relu(z - value) = z - value
-        last.weight.zero_()
-        last.weight[0, 0, 1, 1] = 1.0
-    return dncnn
 
 
 def dual(models: dict[str, Path], output_dir: Path, *overrides: str) -> Path:
@@ -203,6 +184,24 @@ def test_a_denoiser_for_another_sigma_or_not_a_denoiser_is_refused(tmp_path: Pat
     with pytest.raises(ConfigError, match=r"router_denoiser\._target_='rsbench\.models\.builders\.checkpoint'"):
         dual(models, tmp_path / "b", "model@router_denoiser=checkpoint", f"router_denoiser.path={models['expert0']}")
     assert not (tmp_path / "a" / "certify.tsv").exists()
+
+
+def test_a_router_trained_behind_a_denoiser_is_certified_behind_that_one_only(
+    tmp_path: Path, models: dict[str, Path]
+) -> None:
+    """Its signature names the denoiser (``method=router method.denoiser_ckpt``): bare or another one is refused."""
+    checkpoint = torch.load(models["router"], map_location="cpu", weights_only=True)
+    identity = models["identity"]
+    checkpoint["rsbench"][TRAINED_BEHIND] = {"kind": "dncnn", "path": str(identity), "sha256": file_digest(identity)}
+    trained = write_checkpoint(checkpoint, tmp_path / "trained_behind.ckpt")
+    with pytest.raises(ConfigError, match=rf"trained behind the denoiser {identity} .*denoiser_ckpt={identity}"):
+        dual(models, tmp_path / "bare", f"router.path={trained}")
+    with pytest.raises(ConfigError, match=r"not .*constant\.ckpt"):
+        dual(models, tmp_path / "other", f"router.path={trained}", *denoiser(models, "constant"))
+    assert not (tmp_path / "bare" / "certify.tsv").exists()
+    assert not (tmp_path / "other" / "certify.tsv").exists()
+    folder = dual(models, tmp_path / "same", f"router.path={trained}", *denoiser(models, "identity"))
+    assert json.loads((folder / PROTOCOL).read_text())["router_denoiser"]["kind"] == "dncnn"
 
 
 def test_model_dual_takes_the_routers_denoiser_under_model(tmp_path: Path, models: dict[str, Path]) -> None:

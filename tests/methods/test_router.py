@@ -18,7 +18,10 @@ import torch
 from torch import nn
 
 from rsbench.archs.classifier import Classifier
-from rsbench.errors import ConfigError
+from rsbench.archs.registry import build_classifier
+from rsbench.checkpoint import SIGNATURE_KEY, TRAINED_BEHIND
+from rsbench.errors import CheckpointMismatchError, ConfigError
+from rsbench.loading import file_digest
 from rsbench.methods.base import Batch
 from rsbench.methods.router import RouterTraining
 from rsbench.methods.router_loss import (
@@ -30,7 +33,8 @@ from rsbench.methods.router_loss import (
     soft_targets,
     training_targets,
 )
-from tests.helpers import compose_config
+from tests.classifiers import constant_dncnn, denoiser_checkpoint
+from tests.helpers import compose_config, save_checkpoint
 
 LN2, LN3 = math.log(2.0), math.log(3.0)
 NAN = float("nan")
@@ -187,3 +191,41 @@ def test_bad_options_are_refused_by_name(tmp_path: Path) -> None:
         router(path, labels="argmax")
     with pytest.raises(ValueError, match=r"method\.consistency must be one of"):
         router(path, consistency="medium")
+
+
+def test_a_router_behind_a_denoiser_trains_on_the_denoised_copies(tmp_path: Path) -> None:
+    """A DnCNN mapping every noisy image to the constant -10: every copy's logits are the router's at that image.
+
+    The loss is then the recipe's loss of logits net(-10) for every copy (the KL term 0: the copies agree), the
+    denoiser gets no gradient and stays in eval mode, and the checkpoint's signature names it (its SHA-256, sigma).
+    """
+    constant = denoiser_checkpoint(constant_dncnn(-10.0), tmp_path / "constant.ckpt", 0.5)
+    module = router(write_table(tmp_path / "t.pt"), denoiser_ckpt=str(constant))
+    x = torch.rand(3, 1, 1, 2)
+    out = module.training_loss(Batch(x, torch.zeros(3, dtype=torch.long), torch.tensor([0, 1, 3]), 0.5))
+    logits = module.net(torch.full((1, 1, 1, 2), -10.0)).repeat(2, 2, 1)  # A and B, two copies each
+    targets = torch.tensor([TARGET_A, TARGET_B])
+    expected, _ = router_loss(logits, targets, module.class_weights, 40.0, 0.5)
+    assert float(out.loss.detach()) == pytest.approx(float(expected.detach()), abs=1e-6)  # float32, a few terms
+    assert float(out.terms["consistency_kl"].detach()) == pytest.approx(0.0, abs=1e-7)  # the copies agree exactly
+    out.loss.backward()
+    assert module.router_denoiser is not None
+    assert all(p.grad is None and not p.requires_grad for p in module.router_denoiser.parameters())
+    assert not any(p is q for p in module.trainable_parameters() for q in module.router_denoiser.parameters())
+    module.train()
+    assert not module.router_denoiser.denoiser.training
+    saved: dict = {}
+    module.on_save_checkpoint(saved)
+    record = saved[SIGNATURE_KEY][TRAINED_BEHIND]
+    assert (record["sha256"], record["sigma"]) == (file_digest(constant), 0.5)
+
+
+def test_a_denoiser_for_another_sigma_or_a_foreign_checkpoint_is_refused(tmp_path: Path) -> None:
+    table = write_table(tmp_path / "t.pt")
+    other = denoiser_checkpoint(constant_dncnn(-10.0), tmp_path / "other.ckpt", 0.25)
+    with pytest.raises(ConfigError, match=r"other\.ckpt' was trained at sigma=0.25, the router is trained .*0\.5"):
+        router(table, denoiser_ckpt=str(other))
+    classifier = save_checkpoint(build_classifier("lenet", 10, {"kind": "identity"}, 1), tmp_path / "plain.ckpt")
+    with pytest.raises(CheckpointMismatchError, match=r"plain\.ckpt' is not a denoiser checkpoint"):
+        router(table, denoiser_ckpt=str(classifier))
+    assert compose_config("method=router", f"method.labels_file={table}").method.denoiser_ckpt is None
