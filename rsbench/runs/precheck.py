@@ -43,6 +43,8 @@ GPU_DEVICES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")
 """Device files of an NVIDIA GPU, an AMD (ROCm) GPU and a WSL 2 GPU: without any of them torch finds no GPU."""
 
 ROUTER_AS_CLASSIFIER = "router_denoiser.classifier"
+ROUTERLESS_STAGES = ("labels", "iterate")
+"""The ``python -m rsbench.dual`` stages that read no router (labels certify the experts; iterate trains its own)."""
 """The ``classifier`` of a router's denoiser node (``conf/model/denoised.yaml``'s): the router is it, so its unset
 values are not asked for and its files not checked (:func:`rsbench.models.dual.build_router` leaves it out)."""
 
@@ -74,7 +76,8 @@ def check_before_run(argv: Sequence[str], command: Command) -> None:
     cfg, choices = composed
     if command == DUAL or _get(cfg, "model.kind") == "dual":
         check_dual_threat(_get(cfg, "certify") or {})
-    check_required(cfg, choices)
+    routerless = command == DUAL and _get(cfg, "stage") in ROUTERLESS_STAGES
+    check_required(cfg, choices, ignored=("router.",) if routerless else ())
     if sweep:
         return
     if run_dir is not None and is_global_zero():
@@ -90,14 +93,20 @@ def check_before_run(argv: Sequence[str], command: Command) -> None:
         check_model_files(cfg)
 
 
-def check_required(cfg: Any, choices: Mapping[str, str]) -> None:
+def check_required(cfg: Any, choices: Mapping[str, str], ignored: Sequence[str] = ()) -> None:
     """Refuse a config with required values (``???``) left unset, naming each and what it is.
+
+    Keys starting with one of ``ignored`` are not required (``router.`` for the dual stages that read no router).
 
     Raises:
         ConfigError: ``model=module leaves required values unset: model.input_layer.kind (normalize (mean, std),
             center (mean) or identity), ...; set each on the command line (key=value)``.
     """
-    missing = sorted(key for key in _missing_keys(cfg, "") if ROUTER_AS_CLASSIFIER not in key)
+    missing = sorted(
+        key
+        for key in _missing_keys(cfg, "")
+        if ROUTER_AS_CLASSIFIER not in key and not key.startswith(tuple(ignored))
+    )
     if not missing:
         return
     found = {key: describe_key(key, choices) for key in missing}

@@ -285,3 +285,14 @@ def test_a_dual_runs_cost_is_the_pipelines(tmp_path: Path, experts: list[Path]) 
         {STEM: rows}, n0=n0, environment=metrics["environment"], precision="fp32", extra_samples={STEM: n0}
     )
     assert cost == shared
+
+
+@pytest.mark.parametrize("stage", ["labels", "iterate"])
+def test_the_stages_that_read_no_router_need_no_router_path(tmp_path: Path, stage: str) -> None:
+    """``stage=labels`` and ``stage=iterate`` pass the pre-torch check without ``router.path``; certify does not."""
+    from rsbench.runs.cli import DUAL
+    from rsbench.runs.precheck import check_before_run
+
+    check_before_run([f"stage={stage}", "experts=[a.ckpt,b.ckpt]", f"hydra.run.dir={tmp_path / stage}"], DUAL)
+    with pytest.raises(ConfigError, match=r"router\.path"):
+        check_before_run(["stage=certify", "experts=[a.ckpt,b.ckpt]", f"hydra.run.dir={tmp_path / 'c'}"], DUAL)
