@@ -103,9 +103,7 @@ def check_required(cfg: Any, choices: Mapping[str, str], ignored: Sequence[str] 
             center (mean) or identity), ...; set each on the command line (key=value)``.
     """
     missing = sorted(
-        key
-        for key in _missing_keys(cfg, "")
-        if ROUTER_AS_CLASSIFIER not in key and not key.startswith(tuple(ignored))
+        key for key in _missing_keys(cfg, "") if ROUTER_AS_CLASSIFIER not in key and not key.startswith(tuple(ignored))
     )
     if not missing:
         return
