@@ -119,7 +119,9 @@ def router_loss(
 
     ``mean_{b, i} [-sum_k w_k t_{b,k} log softmax(z_{b,i})_k] + mean_b [lbd * KL_b + eta * H_b]``, the cross-entropy
     over all m * B rows (as method=consistency averages it) and the consistency terms over the B images (weights
-    ``None``: every w_k = 1). With m = 1 the KL term is 0.
+    ``None``: every w_k = 1). With m = 1 the KL term is 0. A term whose weight is 0 is left out of the loss (computed
+    without a graph, for the log): its gradient would otherwise be 0 x -inf = nan wherever a probability underflows
+    to 0 (``F.kl_div``'s gradient in its target is log p_bar), as AdamW's first steps at lr 0.01 can make it.
 
     Args:
         logits: ``[B, m, K]``, the router's logits on m noisy copies of each of B images.
@@ -136,10 +138,16 @@ def router_loss(
         targets = targets * weights.to(logits)
     log_probs = F.log_softmax(logits, dim=2)
     cross_entropy = -(targets.unsqueeze(1) * log_probs).sum(dim=2).mean()
-    kl, entropy = consistency_terms(logits)
+    with torch.set_grad_enabled(torch.is_grad_enabled() and (lbd != 0 or eta != 0)):
+        kl, entropy = consistency_terms(logits)
     kl, entropy = kl.mean(), entropy.mean()
     terms = {"cross_entropy": cross_entropy, "consistency_kl": kl, "entropy": entropy}
-    return cross_entropy + lbd * kl + eta * entropy, terms
+    loss = cross_entropy
+    if lbd != 0:
+        loss = loss + lbd * kl
+    if eta != 0:
+        loss = loss + eta * entropy
+    return loss, terms
 
 
 def training_targets(table: LabelTable, labels: str, drop_uncertified: bool) -> tuple[Tensor, Tensor]:

@@ -229,3 +229,20 @@ def test_a_denoiser_for_another_sigma_or_a_foreign_checkpoint_is_refused(tmp_pat
     with pytest.raises(CheckpointMismatchError, match=r"plain\.ckpt' is not a denoiser checkpoint"):
         router(table, denoiser_ckpt=str(classifier))
     assert compose_config("method=router", f"method.labels_file={table}").method.denoiser_ckpt is None
+
+
+def test_a_term_weighted_0_adds_no_nan_where_a_probability_underflows() -> None:
+    """Logits 200 apart make softmax exactly 0 in float32: ``F.kl_div``'s gradient in p_bar is then -inf.
+
+    With lbd = eta = 0 (``consistency=none``) the loss is the cross-entropy alone and its gradient finite (it was nan:
+    0 x -inf); with lbd = 40 the authors' term keeps its gradient (not checked here: nan, as theirs would be).
+    """
+    logits = torch.tensor([[[200.0, 0.0, 0.0]]], requires_grad=True)  # B = 1, m = 1
+    targets = torch.tensor([TARGET_A], dtype=torch.float64)
+    loss, terms = router_loss(logits, targets, None, lbd=0.0, eta=0.0)
+    loss.backward()
+    assert logits.grad is not None
+    assert bool(torch.isfinite(logits.grad).all())
+    # the cross-entropy alone: -(1/6 log 1 + 1/3 log e^-200 + 1/2 log e^-200) = 200 * 5/6 (float32: within 1e-3)
+    assert float(loss.detach()) == pytest.approx(200 * 5 / 6, abs=1e-3)
+    assert float(terms["entropy"]) == pytest.approx(0.0, abs=1e-6)  # still logged
