@@ -5,6 +5,7 @@
 #   certify.tsv, attack.tsv                  the per-image rows (what the report reads)
 #   metrics.json, certify_protocol.json,     the summary, the protocol the rows were made under,
 #   attack_protocol.json                     and the attack's
+#   certify_segments.json                    which machine certified which rows (a run resumed elsewhere)
 #   .hydra/*.yaml                            the composed config and the overrides
 #   logs/metrics.csv -> logs/training_metrics.csv   the per-epoch training log (renamed: not the run's metrics.json)
 #   bash tools/copy_records.sh FROM TO
@@ -19,7 +20,7 @@ to=$(realpath -m "$2")
 mkdir -p "$to"
 cd "$from"
 find . -type f \( -name certify.tsv -o -name attack.tsv -o -name metrics.json -o -name certify_protocol.json \
-  -o -name attack_protocol.json -o -path '*/.hydra/*.yaml' \) \
+  -o -name attack_protocol.json -o -name certify_segments.json -o -path '*/.hydra/*.yaml' \) \
   -not -path '*/checkpoints/*' -not -path '*/wandb/*' -exec cp --parents {} "$to/" \;
 find . -type f -path '*/logs/metrics.csv' -not -path '*/wandb/*' | while read -r csv; do
   mkdir -p "$to/$(dirname "$csv")"

@@ -52,6 +52,7 @@ RECORDS = (
     "metrics.json",
     "certify_protocol.json",
     "attack_protocol.json",
+    "certify_segments.json",
     ".hydra/config.yaml",
     ".hydra/hydra.yaml",
     ".hydra/overrides.yaml",

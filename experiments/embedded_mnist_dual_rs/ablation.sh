@@ -8,14 +8,15 @@
 #    90 epochs, batch 256) and its dual certification of the same images at beta = 0.0005 (the experts' records
 #    reused: each certificate at alpha + beta = 0.001, the paper's total), into $OUT/<variant>/seed<k>/;
 #    variants: paper (method=router's defaults: soft labels, uncertified images dropped, w_e = 1/q_i, strong
-#    consistency), each piece off alone (hard, keep, unweighted, no_consistency), and v1 (every piece off and the
-#    dataset's SGD recipe: rsbench's earlier router);
+#    consistency), each piece off alone (hard, keep, unweighted, no_consistency), v1 (every piece off and the
+#    dataset's SGD recipe: rsbench's earlier router), and lr0.001 (the paper's recipe at AdamW lr 0.001: at the
+#    paper's 0.01 the LeNet router's first steps leave it at the best constant output, see NOTES.md);
 # 4. the table: python experiments/embedded_mnist_dual_rs/ablation.py $OUT > experiments/embedded_mnist_dual_rs/report/ablation.md
 set -euo pipefail
 OUT=${OUT:-multirun/embedded_mnist_dual_rs_ablation}
 IMAGES=${IMAGES:-150}
 SEEDS=${SEEDS:-"0 1 2"}
-VARIANTS=${VARIANTS:-"paper hard keep unweighted no_consistency v1"}
+VARIANTS=${VARIANTS:-"paper hard keep unweighted no_consistency v1 lr0.001"}
 C="certify=sequential certify.design=betting certify.n0=100 certify.n=10000 certify.alpha=0.0005 certify.skip=1"
 C="$C certify.max_images=$IMAGES"
 done_run() { [ -f "$1/status.json" ] && grep -q '"completed"' "$1/status.json"; }
@@ -27,7 +28,8 @@ variant_args() {
     unweighted) echo "method.rebalance=false" ;;
     no_consistency) echo "method.consistency=none" ;;
     v1) echo "method.labels=hard method.drop_uncertified=false method.rebalance=false method.consistency=none optimizer=sgd ~method_schedule" ;;
-    *) echo "ablation.sh: error: variant $1 (allowed: paper hard keep unweighted no_consistency v1)" >&2; exit 2 ;;
+    lr0.001) echo "optimizer.lr=0.001" ;;
+    *) echo "ablation.sh: error: variant $1 (allowed: paper hard keep unweighted no_consistency v1 lr0.001)" >&2; exit 2 ;;
   esac
 }
 for v in $VARIANTS; do variant_args "$v" > /dev/null; done

@@ -74,6 +74,16 @@ done_run "$OUT/router" || python -m rsbench method=router method.labels_file="$O
   hydra.run.dir="$OUT/router" "$@"
 [ -f "$OUT/dual_rs/metrics.json" ] || python -m rsbench.dual stage=certify $D $BUDGET_ARGS \
   router.path="$OUT/router/checkpoints/last.ckpt" "$E" "$R" $C hydra.run.dir="$OUT/dual_rs" "$@"
+# 5b. RECIPE=paper: the paper's recipe at AdamW lr 0.001 (its 0.01 leaves the LeNet router at the best constant output
+#     after its first steps: NOTES.md), trained and dual-certified like steps 4 and 5 into $OUT/router_lr0.001 and
+#     $OUT/dual_rs_lr0.001
+if [ "$RECIPE" = paper ]; then
+  done_run "$OUT/router_lr0.001" || python -m rsbench method=router method.labels_file="$OUT/labels/router_labels.pt" \
+    optimizer.lr=0.001 arch.num_classes=3 sigma=1.0 seed=0 $D protocol=authors test=false \
+    trainer.enable_progress_bar=false hydra.run.dir="$OUT/router_lr0.001" "$@"
+  [ -f "$OUT/dual_rs_lr0.001/metrics.json" ] || python -m rsbench.dual stage=certify $D \
+    router.path="$OUT/router_lr0.001/checkpoints/last.ckpt" "$E" "$R" $C hydra.run.dir="$OUT/dual_rs_lr0.001" "$@"
+fi
 [ "$RECIPE" = paper ] || [ -f "$OUT/ddrs_sigma0.5/metrics.json" ] || python -m rsbench.certify \
   model.path="$(expert 0.5)" $D certify.n0=100 certify.n=10000 certify.alpha=0.001 \
   certify.skip=20 certify.channels_last=true certify.sigma_mode=data_dependent hydra.run.dir="$OUT/ddrs_sigma0.5" "$@"

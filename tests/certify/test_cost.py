@@ -63,6 +63,39 @@ def test_every_certification_records_its_cost(tmp_path: Path) -> None:
     assert cost["threads"] == metrics["environment"]["threads"]
 
 
+def test_a_certification_resumed_on_another_machine_says_which_rows_each_certified(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """3 of 6 images on machine A, stopped; resumed on A (nothing new recorded), stopped again; finished on B."""
+    from rsbench.certify.pipeline import certification
+
+    settings = CertifySettings.from_keys(n0=20, n=200, alpha=0.01, batch_size=100, skip=2)
+    machines = {"A": {**CPU, "device_name": "A"}, "B": {**CPU, "device_name": "B", "threads": 1}}
+    calls: list[int] = []
+
+    def certify_on(machine: str, stop_at: int | None) -> None:
+        monkeypatch.setattr(certification, "environment", lambda device: dict(machines[machine]))
+        calls.clear()
+        stop = (lambda: (calls.append(1), len(calls) == stop_at)[1]) if stop_at else None
+        Certification(settings, tmp_path).run(SUBJECT, IMAGES, should_stop=stop)
+
+    certify_on("A", 3)
+    certify_on("A", 1)  # the same machine again: one more row, no new segment
+    certify_on("B", None)
+    segments = certification.read_segments(tmp_path)
+    assert [(s["device_name"], s["rows"]) for s in segments] == [("A", {"certify": 0}), ("B", {"certify": 4})]
+    cost = json.loads((tmp_path / "metrics.json").read_text())["cost"]
+    assert cost["device_name"] == "A + B"
+    assert [(s["device_name"], s["threads"], s["images"]) for s in cost["segments"]] == [("A", 2, 4), ("B", 1, 2)]
+    times = [float(line.split("\t")[5]) for line in (tmp_path / "certify.tsv").read_text().splitlines()[1:]]
+    assert [s["certify_seconds"] for s in cost["segments"]] == pytest.approx([sum(times[:4]), sum(times[4:])], abs=2e-3)
+    assert sum(s["samples"] for s in cost["segments"]) == cost["samples"]
+    assert (
+        certification_cost({"certify": []}, n0=1, environment=CPU, precision="fp32", segments=segments[:1]).keys()
+        == SCHEMA
+    )
+
+
 def test_run_cost_reads_new_and_old_records() -> None:
     new = {"cost": {**CPU, "train_seconds": 3600.0, "certify_seconds": 1800.0}}
     assert run_cost(new) == Cost(core_hours=3.0)  # (3600 + 1800) s x 2 threads

@@ -47,7 +47,7 @@ from rsbench.certify.algorithm.designs import Design
 from rsbench.certify.algorithm.groups import certify_images
 from rsbench.certify.algorithm.seeding import derive_seed
 from rsbench.certify.algorithm.smooth import Certificate, Smooth, module_device
-from rsbench.certify.pipeline.cost import certification_cost
+from rsbench.certify.pipeline.cost import SEGMENT_KEYS, certification_cost
 from rsbench.certify.pipeline.dual_run import DualSubject, dual_presented
 from rsbench.certify.pipeline.environment import environment
 from rsbench.certify.pipeline.memory_replay import MEMORY_NOTE, memory_replay
@@ -61,6 +61,7 @@ from rsbench.certify.pipeline.records import (
     directory_lock,
     merge_records,
     read_records,
+    read_rows,
     record_columns,
     shard_record,
     write_protocol,
@@ -79,6 +80,7 @@ log = logging.getLogger(__name__)
 FIXED_STEM = "certify_fixed_sigma"  # the sound certificates beside data-dependent ones
 PER_INPUT_STEM = "certify_data_dependent"  # memory mode: the per-input-sigma certificates before the replay
 SHARDS = "certify_shards.json"  # a sharded certification's summary context, and each shard's environment
+SEGMENTS = "certify_segments.json"  # an unsharded certification's processes: each one's environment and first rows
 
 
 class IndexedImages(Protocol):
@@ -304,6 +306,7 @@ class Certification:
         if not sharding.sharded:
             check_protocol(self.output_dir, stored, RESUMABLE)
             write_protocol(self.output_dir, stored)
+            _record_segment(self.output_dir, context.settings, context.environments[sharding.shard])
             return
         with directory_lock(self.output_dir):
             check_protocol(self.output_dir, stored, RESUMABLE, binding=(self.output_dir / SHARDS).is_file())
@@ -511,6 +514,46 @@ def _register_shard(directory: Path, context: Context, shard: int) -> None:
     write_text_atomically(path, json.dumps(record, indent=2) + "\n")
 
 
+def _record_segment(directory: Path, settings: CertifySettings, env: Mapping[str, Any]) -> None:
+    """Append this process to ``certify_segments.json`` when it certifies on another machine than the last one.
+
+    Each entry is an environment (device, device name, torch, threads) and ``rows``: how many rows each record held
+    when that process started, so the rows from there to the next entry's are the ones it certified (an unsharded
+    run appends its rows in the subset's order). A run resumed on the machine it started on adds nothing.
+    """
+    segments = read_segments(directory)
+    machine = {key: env.get(key) for key in SEGMENT_KEYS}
+    if segments and {key: segments[-1].get(key) for key in SEGMENT_KEYS} == machine:
+        return
+    rows = {stem: _row_count(directory / f"{stem}.tsv") for stem in records_of(settings)}
+    segments.append({**machine, "rows": rows})
+    write_text_atomically(directory / SEGMENTS, json.dumps({"segments": segments}, indent=2) + "\n")
+
+
+def _row_count(record: Path) -> int:
+    """The rows of a record file (0 when there is none yet)."""
+    return len(read_rows(record)) if record.is_file() else 0
+
+
+def read_segments(directory: Path) -> list[dict[str, Any]]:
+    """The processes of ``certify_segments.json`` (:func:`_record_segment`), ``[]`` for a run without one."""
+    path = Path(directory) / SEGMENTS
+    if not path.is_file():
+        return []
+    try:
+        segments = json.loads(path.read_text()).get("segments")
+    except (ValueError, AttributeError):
+        segments = None
+    if not isinstance(segments, list) or not all(
+        isinstance(s, dict) and isinstance(s.get("rows"), dict) for s in segments
+    ):
+        raise DamagedFileError(
+            f"{path} is damaged (not a list of segments); delete it and rerun: the rows are kept, only the cost's "
+            "split by machine is lost"
+        )
+    return segments
+
+
 def merge_shards(directory: str | Path, *, wait: bool = False) -> Outcome:
     """Merge a sharded certification in ``directory``: when every image has its row, ``certify.tsv`` and the summary.
 
@@ -594,6 +637,7 @@ def _summarize_run(directory: Path, context: Context, images: IndexedImages | No
         train_seconds=context.train_seconds,
         extra_samples={stem: per_input_samples for stem in certified if stem != FIXED_STEM},
         shards=context.environments if settings.sharding.sharded else None,
+        segments=None if settings.sharding.sharded else read_segments(directory),
     )
     if context.dual is not None:
         presented = dual_presented(settings, context.dual, rows[STEM], indices, extra)

@@ -14,7 +14,9 @@ estimation samples, and the routed expert's only where the router chose one. ``t
 of the run (the seconds of the epochs it trained, summed over resumes:
 :class:`rsbench.runs.training_clock.TrainingClock`), ``null`` for a run that trained nothing. A sharded
 certification adds ``shards``: the same figures per shard, with each shard's device, since the shards of a SLURM
-array may run on different GPUs.
+array may run on different GPUs. An unsharded certification resumed on other machines adds ``segments``: per
+certifying machine, in order, its device, device name, torch and threads with the figures of the rows it certified
+(from ``certify_segments.json``, which records where each one started); ``device_name`` then names them all.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from typing import Any
 
 from rsbench.certify.pipeline.records import CertificationRow
 from rsbench.certify.pipeline.sharding import owner
+
+SEGMENT_KEYS = ("device", "device_name", "torch", "threads")
+"""What tells one certifying machine from another, in ``shards`` and ``segments``."""
 
 
 def certification_cost(
@@ -35,6 +40,7 @@ def certification_cost(
     train_seconds: float | None = None,
     extra_samples: Mapping[str, int] | None = None,
     shards: Mapping[int, Mapping[str, Any]] | None = None,
+    segments: Sequence[Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The ``cost`` object of a run (see the module docstring).
 
@@ -47,6 +53,8 @@ def certification_cost(
         train_seconds: the run's training time, ``None`` when it trained nothing.
         extra_samples: samples per row drawn besides CERTIFY's, by record (the per-input sigma search).
         shards: for a sharded certification, each shard's environment by shard number.
+        segments: for an unsharded one, its machines in order (``certify_segments.json``: each one's environment and
+            the rows each record held when it started); reported when there are two or more.
     """
     extra = dict(extra_samples or {})
     main = next(iter(records.values()), [])
@@ -70,7 +78,33 @@ def certification_cost(
             }
             for shard in sorted(shards)
         ]
+    if segments and len(segments) > 1:
+        cost["device_name"] = " + ".join(dict.fromkeys(str(s.get("device_name")) for s in segments))
+        cost["segments"] = [
+            {key: segment.get(key) for key in SEGMENT_KEYS} | _segment_figures(records, n0, extra, segments, k)
+            for k, segment in enumerate(segments)
+        ]
     return cost
+
+
+def _segment_figures(
+    records: Mapping[str, Sequence[CertificationRow]],
+    n0: int,
+    extra: Mapping[str, int],
+    segments: Sequence[Mapping[str, Any]],
+    k: int,
+) -> dict[str, Any]:
+    """Seconds, samples and images of the rows segment ``k`` certified: from its first rows to the next one's."""
+    seconds, samples = 0.0, 0
+    for stem, rows in records.items():
+        start = int(segments[k]["rows"].get(stem, 0))
+        end = int(segments[k + 1]["rows"].get(stem, len(rows))) if k + 1 < len(segments) else len(rows)
+        seconds += sum(row.time for row in rows[start:end])
+        samples += sum(_samples(row, n0) + extra.get(stem, 0) for row in rows[start:end])
+    main = next(iter(records))
+    first = int(segments[k]["rows"].get(main, 0))
+    last = int(segments[k + 1]["rows"].get(main, 0)) if k + 1 < len(segments) else len(records[main])
+    return {"certify_seconds": round(float(seconds), 3), "samples": int(samples), "images": max(last - first, 0)}
 
 
 def _figures(
