@@ -40,6 +40,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from rsbench.certify.pipeline.certification import read_segments
 from rsbench.published.catalogue import released_logs, training_logs
 from rsbench.report.load import network_evaluation
 
@@ -101,9 +102,18 @@ def measured_runs(
         network = network_evaluation(facts, metrics.parent)
         done[(facts["method"], float(facts["sigma"]))] = (int(facts["num_images"]), network)
         environment = facts.get("environment", {})
-        if environment.get("device", "cpu") == "cpu" and environment.get("threads", 1) == 1:
-            times = pd.read_csv(metrics.parent / "certify.tsv", sep="\t")["time"]
-            seconds.setdefault(str(environment.get("device_name", "?")), {}).setdefault(network, []).extend(times)
+        times = pd.read_csv(metrics.parent / "certify.tsv", sep="\t")["time"].tolist()
+        # each machine's rows: one machine, or those of certify_segments.json (a run resumed on other machines)
+        machines = [(environment, 0)]
+        segments = read_segments(metrics.parent)
+        if len(segments) > 1:
+            machines = [(segment, int(segment["rows"].get("certify", 0))) for segment in segments]
+        for k, (machine_facts, first) in enumerate(machines):
+            if machine_facts.get("device", "cpu") != "cpu" or machine_facts.get("threads", 1) != 1:
+                continue
+            last = machines[k + 1][1] if k + 1 < len(machines) else len(times)
+            by_network = seconds.setdefault(str(machine_facts.get("device_name", "?")), {})
+            by_network.setdefault(network, []).extend(times[first:last])
     if machine is None and len(seconds) > 1:
         raise SystemExit(
             f"single-threaded CPU runs on {len(seconds)} machines ({', '.join(sorted(seconds))}): "

@@ -91,8 +91,8 @@ def test_every_break_of_the_layout_is_named_in_one_line(tmp_path: Path, capsys: 
         "experiments_index: no_records: cell 'a' is done but runs/a/ holds no records (nor is there a report/a.* "
         "output)",
         "experiments_index: not_records/runs/a/certified_accuracy.png: not a record (runs/ holds only certify.tsv, "
-        "attack.tsv, metrics.json, certify_protocol.json, attack_protocol.json, certify_segments.json, .hydra/config.yaml, "
-        ".hydra/hydra.yaml, .hydra/overrides.yaml, logs/training_metrics.csv)",
+        "attack.tsv, metrics.json, certify_protocol.json, attack_protocol.json, certify_segments.json, "
+        ".hydra/config.yaml, .hydra/hydra.yaml, .hydra/overrides.yaml, logs/training_metrics.csv)",
         "experiments_index: not_records/runs/a/checkpoints/last.ckpt: not committed in a study (checkpoint, log, lock "
         "or status file)",
         "experiments_index: not_records/runs/a/status.json: not committed in a study (checkpoint, log, lock or status "
