@@ -12,34 +12,20 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 import torch
 
 from rsbench.archs.denoiser import DnCNN
-from rsbench.archs.registry import build_classifier
 from rsbench.checkpoint import SIGNATURE_KEY, TRAINED_BEHIND
 from rsbench.dual import stages
 from rsbench.loading import file_digest
 from tests.classifiers import denoiser_checkpoint
-from tests.helpers import compose_config, save_checkpoint
+from tests.helpers import compose_config
 
 SIGMAS = (0.25, 0.5)
 ROUTER_SIGMA = 0.5
 SHORT = (
     '["trainer.max_epochs=1","+trainer.limit_train_batches=2","+trainer.limit_val_batches=1","dataset.batch_size=16"]'
 )
-
-
-@pytest.fixture(scope="module")
-def experts(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    """Two LeNets (random weights, seeded) saved as Gaussian checkpoints at sigma 0.25 and 0.5."""
-    folder = tmp_path_factory.mktemp("experts")
-    paths = []
-    for k, sigma in enumerate(SIGMAS):
-        torch.manual_seed(k)
-        net = build_classifier("lenet", 10, {"kind": "identity"}, 1)
-        paths.append(save_checkpoint(net, folder / f"expert{k}.ckpt", sigma=sigma, method="gaussian"))
-    return paths
 
 
 def test_one_round_behind_a_denoiser_trains_and_routes_behind_it(tmp_path: Path, experts: list[Path]) -> None:

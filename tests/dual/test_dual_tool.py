@@ -19,7 +19,6 @@ import torch
 from omegaconf import DictConfig
 
 from rsbench import files
-from rsbench.archs.registry import build_classifier
 from rsbench.certify.pipeline.cost import certification_cost
 from rsbench.certify.pipeline.dual_records import format_dual_summary
 from rsbench.certify.pipeline.records import STEM, read_rows
@@ -27,23 +26,11 @@ from rsbench.dual import stages
 from rsbench.errors import ConfigError, ProtocolMismatchError
 from rsbench.methods.router_loss import LABELS_VERSION
 from rsbench.stop import StopRequested
-from tests.helpers import ROOT, certify, compose_config, save_checkpoint
+from tests.helpers import ROOT, certify, compose_config
 
 SIGMAS = (0.25, 0.5)
 # certify=smoke's alpha for both parts, as the experts' own smoke certifications (tests.helpers.certify) use
 SMALL = ("certify=smoke", "certify.max_images=3", "certify.alpha=0.01", "beta=0.01")
-
-
-@pytest.fixture(scope="module")
-def experts(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    """Two LeNets (random weights, seeded) saved as Gaussian checkpoints at sigma 0.25 and 0.5."""
-    folder = tmp_path_factory.mktemp("experts")
-    paths = []
-    for k, sigma in enumerate(SIGMAS):
-        torch.manual_seed(k)
-        net = build_classifier("lenet", 10, {"kind": "identity"}, 1)
-        paths.append(save_checkpoint(net, folder / f"expert{k}.ckpt", sigma=sigma, method="gaussian"))
-    return paths
 
 
 def dual_cfg(output_dir: Path, experts: list[Path], *overrides: str) -> DictConfig:
