@@ -41,6 +41,10 @@ TRAIN = Command(module="rsbench", config_name="config", trains=True)
 CERTIFY = Command(module="rsbench.certify", config_name="certify_model", trains=False)
 DUAL = Command(module="rsbench.dual", config_name="dual", trains=False)
 COMMANDS = (TRAIN, CERTIFY, DUAL)
+CHANGED_DEFAULTS: dict[Command, dict[str, str]] = {TRAIN: {"train_layout": "contiguous"}}
+"""Defaults that changed after runs were made, with the value a run that has none recorded had: a resumed run keeps
+its own (``train_layout``: ``auto`` since channels-last trained cells pair with the authors' runs; a run started under
+the old default was contiguous)."""
 
 
 def config_dir() -> Path:
@@ -123,4 +127,25 @@ def _stored_overrides(run_dir: Path, command: Command) -> list[str]:
             )
         stored = OmegaConf.select(hydra, "hydra.overrides.hydra", default=[]) or []
         task += [str(arg) for arg in stored if override_key(str(arg)) == "hydra.searchpath"]
-    return task
+    return [*task, *_pinned_defaults(run_dir, command, task)]
+
+
+def _pinned_defaults(run_dir: Path, command: Command, task: Sequence[str]) -> list[str]:
+    """Overrides that keep a resumed run on the defaults it started under (:data:`CHANGED_DEFAULTS`).
+
+    A key the run's overrides set is left to them; otherwise the value comes from the run's ``.hydra/config.yaml``,
+    or is the old default when the run recorded none.
+    """
+    from omegaconf import OmegaConf
+
+    changed = CHANGED_DEFAULTS.get(command, {})
+    given = {override_key(arg) for arg in task}
+    config_file = run_dir / RUN_CONFIG / "config.yaml"
+    config = OmegaConf.load(config_file) if config_file.is_file() and changed else None
+    pinned = []
+    for key, old_default in changed.items():
+        if key in given:
+            continue
+        value = OmegaConf.select(config, key, default=None) if config is not None else None
+        pinned.append(override(key, str(old_default if value is None else value)))
+    return pinned

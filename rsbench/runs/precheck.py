@@ -87,7 +87,7 @@ def check_before_run(argv: Sequence[str], command: Command) -> None:
         check_accelerator(str(_get(cfg, "trainer.accelerator", "auto")))
         check_layout(_get(cfg, "train_layout", "contiguous"))
         check_training_files(cfg, choices.get("method"))
-        if bool(_get(cfg, "train", True)):
+        if bool(_get(cfg, "train", True)) and bool(_get(cfg, "test", True)):  # test=false: trained on elsewhere
             _check_method_epoch(cfg)
     else:
         check_model_files(cfg)
@@ -216,6 +216,10 @@ def no_gpu_error(accelerator: str, why: str) -> ConfigError:
 
 def check_method_epoch(method: Mapping[str, Any], max_epochs: Any) -> None:
     """Refuse to train ``max_epochs`` epochs when none of them is the method (its card's first epoch comes later).
+
+    Only a run that tests (certifies its selected checkpoint) is checked: one with ``test=false`` may train the
+    epochs before the method deliberately, to be continued from its last checkpoint (MACER's deferred lambda-0
+    epochs in experiments/fashion_mnist_macer_lambda/run.sh).
 
     Args:
         method: the method's config node (``cfg.method``).

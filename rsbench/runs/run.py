@@ -73,7 +73,7 @@ def check_config(cfg: DictConfig) -> None:
     )
     if warning:
         log.warning("%s", warning)
-    if cfg.train:
+    if cfg.train and cfg.get("test", True):  # a run with test=false selects and certifies nothing (a warm-up)
         check_method_epoch(cfg.method, cfg.trainer.get("max_epochs"))
     chunks, batch = cfg.method.get("steps_per_batch", 1), cfg.dataset.batch_size
     if isinstance(chunks, int) and isinstance(batch, int) and batch < chunks:

@@ -46,7 +46,7 @@ class TrainingLayout(pl.Callback):
     """Train the LightningModule in ``layout`` (:data:`LAYOUTS`) for the fit, and return it to contiguous after.
 
     Args:
-        layout: ``contiguous`` (eager NCHW, the default), ``channels_last`` or ``auto``.
+        layout: ``contiguous`` (eager NCHW), ``channels_last`` or ``auto`` (the config's default).
     """
 
     def __init__(self, layout: Layout = "contiguous") -> None:

@@ -110,6 +110,13 @@ def test_a_run_that_ends_before_its_method_starts_is_refused_by_name() -> None:
     check_method_epoch(compose_config("method=sun2025").method, None)  # no epoch limit: nothing to check
 
 
+def test_a_run_that_tests_nothing_may_stop_before_its_method_starts() -> None:
+    """test=false selects and certifies no checkpoint: MACER's deferred lambda-0 epochs, continued from last.ckpt."""
+    check_config(compose_config("method=macer", "method.lbd_from_epoch=31", "trainer.max_epochs=31", "test=false"))
+    with pytest.raises(ConfigError, match=r"trainer\.max_epochs=31 ends before it"):
+        check_config(compose_config("method=macer", "method.lbd_from_epoch=31", "trainer.max_epochs=31"))
+
+
 # ------------------------------------------------------------------------------------------------ the selection
 
 

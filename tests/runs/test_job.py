@@ -66,6 +66,7 @@ def test_resume_replays_the_runs_overrides_and_lets_new_ones_win(tmp_path: Path)
         "method=consistency",
         "sigma=0.5",
         "hydra.searchpath=[file:///x]",
+        "train_layout=contiguous",  # a default that changed since: the run keeps its own (none recorded: the old)
         "--cfg",
         "job",
         f"hydra.run.dir={run_dir}",

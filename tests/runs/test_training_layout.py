@@ -18,6 +18,7 @@ from rsbench.archs.registry import build_classifier
 from rsbench.errors import ConfigError, ResumeMismatchError
 from rsbench.methods.gaussian import GaussianAugmentation
 from rsbench.runs import training_layout
+from rsbench.runs.cli import expand_resume
 from rsbench.runs.layout_choice import check_layout
 from rsbench.runs.resume import check_resumable
 from rsbench.runs.training_layout import TrainingLayout, bf16_warning, resolve_layout
@@ -104,7 +105,7 @@ def test_a_run_resumes_only_in_the_layout_it_started_in(tmp_path: Path) -> None:
     started = compose_config("experiment=smoke", "train_layout=channels_last", output_dir=tmp_path)
     OmegaConf.save(started, tmp_path / ".hydra" / "config.yaml")
     check_resumable(started, tmp_path, certified=False)  # the same layout: continues
-    other = compose_config("experiment=smoke", output_dir=tmp_path)
+    other = compose_config("experiment=smoke", "train_layout=contiguous", output_dir=tmp_path)
     expected = "train_layout: the run has 'channels_last', this command asks for 'contiguous'"
     with pytest.raises(ResumeMismatchError, match=expected):
         check_resumable(other, tmp_path, certified=False)
@@ -116,7 +117,10 @@ def test_a_run_from_before_the_option_resumes_as_contiguous(tmp_path: Path) -> N
     with open_dict(old):
         del old["train_layout"]
     OmegaConf.save(old, tmp_path / ".hydra" / "config.yaml")
-    check_resumable(compose_config("experiment=smoke", output_dir=tmp_path), tmp_path, certified=False)
+    OmegaConf.save(OmegaConf.create(["experiment=smoke"]), tmp_path / ".hydra" / "overrides.yaml")
+    replayed = expand_resume([f"resume={tmp_path}"])
+    assert replayed[:2] == ["experiment=smoke", "train_layout=contiguous"]  # the layout it trained in, not today's
+    check_resumable(compose_config(*replayed[:2], output_dir=tmp_path), tmp_path, certified=False)
     with pytest.raises(ResumeMismatchError, match="train_layout"):
         check_resumable(
             compose_config("experiment=smoke", "train_layout=channels_last", output_dir=tmp_path),
@@ -144,9 +148,32 @@ def test_a_run_checkpointed_by_lightnings_model_checkpoint_resumes_under_the_met
         del old.callbacks.model_checkpoint["first_epoch"]
         old.callbacks.model_checkpoint._target_ = "pytorch_lightning.callbacks.ModelCheckpoint"
     OmegaConf.save(old, tmp_path / ".hydra" / "config.yaml")
-    check_resumable(compose_config("experiment=smoke", output_dir=tmp_path), tmp_path, certified=False)
+    today = compose_config("experiment=smoke", "train_layout=contiguous", output_dir=tmp_path)  # as resume= pins it
+    check_resumable(today, tmp_path, certified=False)
     with open_dict(old):
         old.callbacks.model_checkpoint._target_ = "mypkg.OtherCheckpoint"
     OmegaConf.save(old, tmp_path / ".hydra" / "config.yaml")
     with pytest.raises(ResumeMismatchError, match=r"callbacks\.model_checkpoint\._target_"):
-        check_resumable(compose_config("experiment=smoke", output_dir=tmp_path), tmp_path, certified=False)
+        check_resumable(today, tmp_path, certified=False)
+
+
+def test_the_default_layout_is_auto(tmp_path: Path) -> None:
+    """``auto`` (channels-last on a CPU for a conv net): a channels-last Fashion-MNIST cell pairs with the authors'."""
+    assert compose_config("experiment=smoke", output_dir=tmp_path).train_layout == "auto"
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+def test_a_run_keeps_its_layout_when_it_resumes_whatever_the_default(tmp_path: Path, layout: str) -> None:
+    """A run started under the old default (contiguous, not in its overrides) resumes in it, not in today's auto."""
+    (tmp_path / ".hydra").mkdir()
+    started = compose_config("experiment=smoke", f"train_layout={layout}", output_dir=tmp_path)
+    OmegaConf.save(started, tmp_path / ".hydra" / "config.yaml")
+    OmegaConf.save(OmegaConf.create(["experiment=smoke"]), tmp_path / ".hydra" / "overrides.yaml")
+    replayed = expand_resume([f"resume={tmp_path}"])
+    assert f"train_layout={layout}" in replayed
+    check_resumable(compose_config(*replayed[:-1], output_dir=tmp_path), tmp_path, certified=False)
+    asked = expand_resume([f"resume={tmp_path}", "train_layout=auto"])  # an override given now still wins ...
+    assert "train_layout=auto" in asked
+    assert f"train_layout={layout}" not in asked
+    with pytest.raises(ResumeMismatchError, match="train_layout"):  # ... and is refused: the run has its layout
+        check_resumable(compose_config(*asked[:-1], output_dir=tmp_path), tmp_path, certified=False)
