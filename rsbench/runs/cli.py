@@ -100,7 +100,8 @@ def expand_resume(argv: Sequence[str], command: Command = TRAIN) -> list[str]:
     given = {override_key(arg) for arg in argv} - {"", RESUME}
     kept = [arg for arg in stored if override_key(arg) not in given]
     position = argv.index(requests[0])
-    return [*argv[:position], *kept, *argv[position + 1 :], override("hydra.run.dir", run_dir)]
+    # hydra.run.dir beside the replayed overrides, not at the end: after a flag (--cfg job) argparse refuses it
+    return [*argv[:position], *kept, override("hydra.run.dir", run_dir), *argv[position + 1 :]]
 
 
 def _stored_overrides(run_dir: Path, command: Command) -> list[str]:

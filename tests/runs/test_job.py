@@ -67,9 +67,9 @@ def test_resume_replays_the_runs_overrides_and_lets_new_ones_win(tmp_path: Path)
         "sigma=0.5",
         "hydra.searchpath=[file:///x]",
         "train_layout=contiguous",  # a default that changed since: the run keeps its own (none recorded: the old)
+        f"hydra.run.dir={run_dir}",  # before the flags that follow resume=: after `--cfg job` argparse refuses it
         "--cfg",
         "job",
-        f"hydra.run.dir={run_dir}",
     ]
     assert expand_resume(["sigma=0.5"]) == ["sigma=0.5"]  # nothing to expand
 
