@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from rsbench.certify.pipeline.settings import CHOICES, KEYS, RESUMABLE
 from rsbench.errors import ResumeMismatchError
 from rsbench.methods.card import cards
-from rsbench.runs.cli import RUN_CONFIG
+from rsbench.runs.cli import CHANGED_DEFAULTS, RUN_CONFIG, TRAIN
 from rsbench.runs.datasets import FACT_KEYS
 from rsbench.runs.quoting import resume_command
 
@@ -67,7 +67,7 @@ CERTIFY_SETTINGS = frozenset({*KEYS, *CHOICES})  # the certify.* keys that are s
 _MISSING = "<not set>"
 ADDED = {
     "noise.name": "gaussian",
-    "train_layout": "contiguous",
+    "train_layout": CHANGED_DEFAULTS[TRAIN]["train_layout"],  # the layout before the option: the default before auto
     "certify.noise": "gaussian",
     "certify.norm": None,
     "certify.noise_grid": None,
